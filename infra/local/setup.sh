@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Idempotent set-up of the two virtual environments this project needs on one machine:
+#   .venv          the pipeline (Airflow, MLflow, onnx, tritonclient, boto3, moto, torch CPU, ...)
+#   .venv-triton   the local Triton's runtime (nvidia-pytriton without deps, numpy<2, onnxruntime)
+# A second run only checks the lock stamps and returns in about a second.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+PY=${PYTHON:-python3}
+UV_VERSION=0.13.9
+TORCH_VERSION=2.13.0
+PYTRITON_VERSION=0.7.0
+
+say() { printf '[setup] %s\n' "$*" >&2; }
+
+stamp_of() { cat "$@" | sha256sum | cut -c1-16; }
+
+ensure_venv() {  # path
+  if [ ! -x "$1/bin/python" ]; then
+    say "creating $1"
+    "$PY" -m venv "$1"
+  fi
+}
+
+# --- the pipeline venv -------------------------------------------------------------------
+ensure_venv .venv
+if [ ! -x .venv/bin/uv ]; then
+  say "installing uv $UV_VERSION into .venv"
+  .venv/bin/pip install -q "uv==$UV_VERSION"
+fi
+want=$(stamp_of requirements.lock pyproject.toml infra/local/setup.sh)
+if [ "$(cat .venv/.model-release-stamp 2>/dev/null)" != "$want" ]; then
+  say "syncing .venv with requirements.lock (about 1 minute the first time)"
+  VIRTUAL_ENV=$root/.venv .venv/bin/uv pip sync -q --python .venv/bin/python requirements.lock
+  VIRTUAL_ENV=$root/.venv .venv/bin/uv pip install -q --python .venv/bin/python --no-deps -e .
+  # torch comes from pip, not uv: pip's find-links holds the CPU wheel on these machines, where
+  # uv would download a multi-GB CUDA build. Skip with MODEL_RELEASE_NO_TORCH=1.
+  if [ "${MODEL_RELEASE_NO_TORCH:-0}" != 1 ] && ! .venv/bin/python -c "import torch" 2>/dev/null; then
+    say "installing torch==$TORCH_VERSION (CPU build) with pip"
+    .venv/bin/pip install -q "torch==$TORCH_VERSION" || say "torch could not be installed: pytorch export tests will be skipped"
+  fi
+  echo "$want" > .venv/.model-release-stamp
+else
+  say ".venv is up to date"
+fi
+
+# --- the local Triton's runtime venv ---------------------------------------------------------
+ensure_venv .venv-triton
+want=$(stamp_of infra/local/triton-runtime.lock infra/local/setup.sh)
+if [ "$(cat .venv-triton/.model-release-stamp 2>/dev/null)" != "$want" ]; then
+  say "syncing .venv-triton (numpy<2, onnxruntime, nvidia-pytriton==$PYTRITON_VERSION without deps)"
+  VIRTUAL_ENV=$root/.venv-triton .venv/bin/uv pip sync -q --python .venv-triton/bin/python infra/local/triton-runtime.lock
+  VIRTUAL_ENV=$root/.venv-triton .venv/bin/uv pip install -q --python .venv-triton/bin/python --no-deps "nvidia-pytriton==$PYTRITON_VERSION"
+  echo "$want" > .venv-triton/.model-release-stamp
+else
+  say ".venv-triton is up to date"
+fi
+say "ready: .venv (pipeline) and .venv-triton (local Triton runtime)"

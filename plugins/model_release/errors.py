@@ -1,0 +1,117 @@
+"""The one error hierarchy of model-release.
+
+Every message says what failed, the bad value, what would be valid, and what to do. User
+mistakes (a bad spec, a model that cannot be converted or does not match its reference) are kept
+apart from infrastructure failures (a server that is down, a store that refuses a write), so that
+an operator knows whether to fix the input or retry::
+
+    ModelReleaseError
+    ├── UserError                  the input must change; retrying will not help
+    │   ├── SpecError              the release spec is malformed or inconsistent
+    │   ├── IntakeError            no such model / alias / version, no signature, unsupported flavor
+    │   ├── ExportError            the model could not be converted or the ONNX file is invalid
+    │   ├── GateError              a gate refused the release (parity, lint, canary): it is blocked
+    │   │   ├── ParityError        converted outputs differ from the reference beyond tolerance
+    │   │   ├── LintError          the assembled repository has errors Triton would reject
+    │   │   └── CanaryRejected     the canary's outputs, timings or expectations failed
+    │   └── AssembleError          the template and the spec or model disagree
+    └── InfraError                 a service failed; retry once it is back
+        ├── ServiceUnavailable     a server could not be reached or started
+        ├── StoreError             the model store refused or corrupted an operation
+        │   ├── ChecksumMismatch   an object in the store differs from the manifest
+        │   └── ConflictError      a channel pointer moved meanwhile (another promotion won)
+        └── GpuUnavailable         a stage that demands a GPU found none
+
+Third-party exceptions are converted at the boundary (``raise XError(...) from exc``), and no
+message ever carries a credential.
+"""
+
+from __future__ import annotations
+
+
+class ModelReleaseError(Exception):
+    """Base of every error model-release raises on purpose."""
+
+    #: a short, stable name for logs, reports and exit codes
+    kind = "error"
+    #: the process exit code the CLI uses for this kind of failure
+    exit_code = 1
+
+    def __init__(self, message: str, *, stage: str | None = None) -> None:
+        super().__init__(message)
+        self.stage = stage
+
+    def __str__(self) -> str:  # "stage: message" reads well on one line in logs
+        message = super().__str__()
+        return f"{self.stage}: {message}" if self.stage and not message.startswith(self.stage + ":") else message
+
+
+class UserError(ModelReleaseError):
+    kind = "user"
+    exit_code = 2
+
+
+class SpecError(UserError):
+    kind = "spec"
+
+
+class IntakeError(UserError):
+    kind = "intake"
+
+
+class ExportError(UserError):
+    kind = "export"
+
+
+class AssembleError(UserError):
+    kind = "assemble"
+
+
+class GateError(UserError):
+    """A gate refused the release. The release is blocked and nothing is promoted."""
+
+    kind = "gate"
+    exit_code = 3
+
+
+class ParityError(GateError):
+    kind = "parity"
+
+
+class LintError(GateError):
+    kind = "lint"
+
+
+class CanaryRejected(GateError):
+    kind = "canary"
+
+
+class InfraError(ModelReleaseError):
+    kind = "infra"
+    exit_code = 4
+
+
+class ServiceUnavailable(InfraError):
+    kind = "unavailable"
+
+
+class StoreError(InfraError):
+    kind = "store"
+
+
+class ChecksumMismatch(StoreError):
+    kind = "checksum"
+
+
+class ConflictError(StoreError):
+    """A conditional pointer write lost: someone else moved the channel since it was read."""
+
+    kind = "conflict"
+
+    def __init__(self, message: str, *, winner: str | None = None, stage: str | None = None) -> None:
+        super().__init__(message, stage=stage)
+        self.winner = winner
+
+
+class GpuUnavailable(InfraError):
+    kind = "gpu"

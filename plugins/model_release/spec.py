@@ -1,0 +1,259 @@
+"""The release spec: what to release, how, and with which gates (YAML, validated).
+
+A spec is small and declarative; everything it names is checked here, before any stage runs, so a
+typo fails in a second with the field, the bad value and what is valid::
+
+    name: iris                       # the release pipeline's name (Triton ensemble name)
+    model:
+      name: iris-classifier          # MLflow registered model
+      alias: candidate               # or: version: 3
+    golden:
+      source: input_example          # or: file (path: golden.npz) ; rows: at most this many
+    export:
+      opset: 17
+      tolerances:
+        default: {atol: 1.0e-5, rtol: 1.0e-4}
+        probabilities: {atol: 1.0e-5, rtol: 1.0e-4}
+    repository:
+      shape: classifier              # classifier | cascade | fanout | single
+      max_batch_size: 64
+      labels: [setosa, versicolor, virginica]
+    canary:
+      tolerances: {default: {atol: 1.0e-5, rtol: 1.0e-4}}
+      min_label_agreement: 1.0
+    promote:
+      store: s3://model-store/iris   # or file:///abs/path
+      channel: production
+      mlflow_alias: production
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import SpecError
+
+# Triton model names become folder names and ensemble step names: keep them boring.
+_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]{0,63}$")
+_ALIAS_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,254}$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Tolerance(_Strict):
+    atol: float = Field(1e-5, ge=0)
+    rtol: float = Field(1e-4, ge=0)
+
+
+class Tolerances(_Strict):
+    """Per-output tolerances; ``default`` applies to outputs not named."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    default: Tolerance = Tolerance()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _coerce_extra(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            return {k: (Tolerance.model_validate(v) if k != "default" and isinstance(v, dict) else v) for k, v in data.items()}
+        return data
+
+    def for_output(self, name: str) -> Tolerance:
+        extra = self.model_extra or {}
+        value = extra.get(name, self.default)
+        return value if isinstance(value, Tolerance) else Tolerance.model_validate(value)
+
+    def named(self) -> dict[str, Tolerance]:
+        return {k: v for k, v in (self.model_extra or {}).items() if isinstance(v, Tolerance)}
+
+
+class ModelRef(_Strict):
+    name: str = Field(min_length=1)
+    alias: str | None = None
+    version: int | None = Field(None, ge=1)
+
+    @model_validator(mode="after")
+    def _one_of(self) -> "ModelRef":
+        if (self.alias is None) == (self.version is None):
+            raise ValueError("give exactly one of model.alias (e.g. candidate) or model.version (e.g. 3)")
+        if self.alias is not None and not _ALIAS_RE.match(self.alias):
+            raise ValueError(f"model.alias {self.alias!r} is not a valid MLflow alias (letters, digits, _ and -)")
+        return self
+
+    @property
+    def uri(self) -> str:
+        return f"models:/{self.name}@{self.alias}" if self.alias else f"models:/{self.name}/{self.version}"
+
+
+class GoldenSpec(_Strict):
+    source: Literal["input_example", "file"] = "input_example"
+    path: str | None = None
+    rows: int = Field(4096, ge=1)
+    batch_rows: int = Field(1024, ge=1)
+
+    @model_validator(mode="after")
+    def _path_when_file(self) -> "GoldenSpec":
+        if self.source == "file" and not self.path:
+            raise ValueError("golden.path is required when golden.source is 'file' (an .npz or .parquet file)")
+        if self.path and not self.path.endswith((".npz", ".parquet")):
+            raise ValueError(f"golden.path {self.path!r} must end in .npz or .parquet")
+        return self
+
+
+class ExportSpec(_Strict):
+    opset: int = Field(17, ge=9, le=23)
+    tolerances: Tolerances = Tolerances()
+    simplify: bool = False
+    cache: bool = True
+
+
+class TensorRTSpec(_Strict):
+    mode: Literal["off", "prefer", "require"] = "off"
+    precision: Literal["fp32", "fp16", "bf16", "int8"] = "fp16"
+    tolerances: Tolerances = Tolerances(default=Tolerance(atol=1e-2, rtol=1e-2))
+    workspace_mb: int = Field(2048, ge=64)
+
+
+class DynamicBatching(_Strict):
+    max_queue_delay_microseconds: int = Field(100, ge=0)
+    preferred_batch_size: list[int] = []
+
+
+class RepositorySpec(_Strict):
+    shape: Literal["classifier", "cascade", "fanout", "single"] = "classifier"
+    max_batch_size: int = Field(64, ge=0, le=1 << 20)
+    instances: int = Field(1, ge=1, le=64)
+    dynamic_batching: DynamicBatching | None = DynamicBatching()
+    labels: list[str] | None = None
+    top_k: int = Field(1, ge=1)
+    preprocess: bool = False
+    model_version: int | None = Field(None, ge=1)
+    cascade: dict[str, Any] | None = None
+    fanout: dict[str, Any] | None = None
+
+
+class CanarySpec(_Strict):
+    tolerances: Tolerances = Tolerances()
+    min_label_agreement: float = Field(1.0, ge=0, le=1)
+    concurrency: int = Field(4, ge=1, le=256)
+    batch_rows: int = Field(32, ge=1)
+    p99_ms: float | None = Field(None, gt=0)
+    expectations: bool = True
+    ready_timeout_s: float = Field(60, gt=0)
+
+
+class PromoteSpec(_Strict):
+    store: str = "s3://model-store/releases"
+    channel: str = "production"
+    mlflow_alias: str | None = "production"
+
+    @field_validator("store")
+    @classmethod
+    def _store_uri(cls, v: str) -> str:
+        if not re.match(r"^(s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?|file:///.+)$", v):
+            raise ValueError(
+                f"promote.store {v!r} is not a store URI; valid: s3://BUCKET[/PREFIX] or file:///ABSOLUTE/PATH"
+            )
+        return v.rstrip("/")
+
+    @field_validator("channel")
+    @classmethod
+    def _channel(cls, v: str) -> str:
+        if not _NAME_RE.match(v):
+            raise ValueError(f"promote.channel {v!r} must be letters, digits, _ and -, starting with a letter")
+        return v
+
+
+class ReleaseSpec(_Strict):
+    """A validated release spec. Build with :func:`load_spec` or :func:`parse_spec`."""
+
+    name: str
+    model: ModelRef
+    golden: GoldenSpec = GoldenSpec()
+    export: ExportSpec = ExportSpec()
+    tensorrt: TensorRTSpec = TensorRTSpec()
+    repository: RepositorySpec = RepositorySpec()
+    canary: CanarySpec = CanarySpec()
+    promote: PromoteSpec = PromoteSpec()
+    #: where the spec was read from (for resolving relative paths); not part of the YAML
+    base_dir: str | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _NAME_RE.match(v):
+            raise ValueError(
+                f"name {v!r} must start with a letter and hold only letters, digits, _ and - (at most 64): "
+                "it becomes a Triton model name and a folder name"
+            )
+        return v
+
+    def resolve_path(self, path: str) -> Path:
+        p = Path(path)
+        return p if p.is_absolute() or self.base_dir is None else Path(self.base_dir) / p
+
+
+def _format_errors(origin: str, exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(part) for part in err["loc"]) or "(top level)"
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = f"unknown field {loc!r}; check its spelling against the spec format in model_release/spec.py"
+        elif "input" in err and err["type"] not in ("missing",) and not isinstance(err["input"], dict):
+            msg = f"{msg} (got {err['input']!r})"
+        lines.append(f"{loc}: {msg}")
+    return f"release spec {origin} is invalid: " + "; ".join(lines)
+
+
+def parse_spec(data: Any, *, origin: str = "<dict>", base_dir: str | None = None, overrides: dict[str, Any] | None = None) -> ReleaseSpec:
+    """Validate a spec given as a mapping, applying dotted ``overrides`` (``model.alias``) first."""
+    if not isinstance(data, dict):
+        raise SpecError(f"release spec {origin} must be a YAML mapping at the top level, got {type(data).__name__}")
+    data = dict(data)
+    for dotted, value in (overrides or {}).items():
+        _set_dotted(data, dotted, value)
+    if base_dir is not None:
+        data["base_dir"] = base_dir
+    try:
+        return ReleaseSpec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(_format_errors(origin, exc)) from None
+
+
+def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> ReleaseSpec:
+    """Read and validate a release spec file.
+
+    Raises:
+        SpecError: the file is missing, is not YAML, or a field is invalid (each field named).
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise SpecError(f"release spec {str(p)!r} does not exist; pass a YAML file such as releases/iris.yaml")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        raise SpecError(f"release spec {str(p)!r} is not valid YAML: {exc}") from None
+    return parse_spec(data, origin=repr(str(p)), base_dir=str(p.resolve().parent), overrides=overrides)
+
+
+def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
+    keys = dotted.split(".")
+    node = data
+    for key in keys[:-1]:
+        child = node.get(key)
+        child = dict(child) if isinstance(child, dict) else {}
+        node[key] = child
+        node = child
+    node[keys[-1]] = value
+    if dotted == "model.alias" and value is not None:
+        node.pop("version", None)
+    if dotted == "model.version" and value is not None:
+        node.pop("alias", None)

@@ -1,0 +1,152 @@
+"""The typed values that pass between stages.
+
+Each stage reads the previous stage's result and the release workspace, never another stage's
+internals. Results are small and JSON-serialisable (``to_dict`` / ``from_dict``) so Airflow can
+carry them in XCom; large artifacts stay in the workspace and are named by path and digest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+T = TypeVar("T", bound="_Serialisable")
+
+
+class _Serialisable:
+    """to_dict / from_dict for (nested) dataclasses of plain JSON values."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)  # type: ignore[call-overload]
+
+    @classmethod
+    def from_dict(cls: type[T], data: dict[str, Any]) -> T:
+        kwargs: dict[str, Any] = {}
+        hints = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        for name, value in data.items():
+            if name not in hints:
+                continue  # tolerate fields written by a newer version
+            f = hints[name]
+            if f.type in ("list[TensorSpec]",) and value is not None:
+                value = [TensorSpec.from_dict(v) for v in value]
+            elif f.type == "tuple[int, ...]":
+                value = tuple(value)
+            kwargs[name] = value
+        return cls(**kwargs)
+
+
+@dataclass(frozen=True)
+class TensorSpec(_Serialisable):
+    """One input or output tensor as Triton sees it.
+
+    Attributes:
+        name: the Triton-valid tensor name.
+        datatype: Triton's wire data type (``FP32``, ``INT64``, ``BYTES``, ...).
+        dims: the shape without the batch dimension; -1 marks a variable dimension.
+        source_name: the name in the model or its MLflow signature, when it differs.
+    """
+
+    name: str
+    datatype: str
+    dims: tuple[int, ...]
+    source_name: str | None = None
+
+    @property
+    def original_name(self) -> str:
+        return self.source_name or self.name
+
+
+@dataclass
+class IntakeResult(_Serialisable):
+    """One immutable MLflow model version, downloaded into the workspace."""
+
+    model_name: str
+    version: str
+    alias: str | None
+    run_id: str | None
+    source: str
+    flavor: str
+    model_dir: str
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+    content_digest: str
+    metrics: dict[str, float] = field(default_factory=dict)
+    params: dict[str, str] = field(default_factory=dict)
+    name_map: dict[str, str] = field(default_factory=dict)
+    classes: list[Any] | None = None
+    tracking_uri: str | None = None
+
+    @property
+    def model_uri(self) -> str:
+        return f"models:/{self.model_name}/{self.version}"
+
+
+@dataclass
+class ExportResult(_Serialisable):
+    """An ONNX file that passed the checker and the parity gate."""
+
+    onnx_path: str
+    onnx_sha256: str
+    opset: int
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+    parity: dict[str, dict[str, Any]]
+    golden_path: str
+    golden_rows: int
+    converter: dict[str, str] = field(default_factory=dict)
+    cached: bool = False
+    reproduce: str | None = None
+
+
+@dataclass
+class TensorRTResult(_Serialisable):
+    """A TensorRT plan, or the reason none was built."""
+
+    built: bool
+    reason: str | None = None
+    plan_path: str | None = None
+    plan_sha256: str | None = None
+    precision: str | None = None
+    environment: dict[str, str] = field(default_factory=dict)
+    parity: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+@dataclass
+class AssembleResult(_Serialisable):
+    """A versioned Triton model repository, lint-clean, with its manifest."""
+
+    repository_dir: str
+    manifest_path: str
+    entry_model: str
+    load_order: list[str]
+    models: dict[str, int]
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class CanaryResult(_Serialisable):
+    """The canary's verdict and where its report is."""
+
+    passed: bool
+    report_json: str
+    report_html: str | None
+    summary: str
+    figures: dict[str, Any] = field(default_factory=dict)
+    server: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class PromoteResult(_Serialisable):
+    """What was promoted where, and what the channel pointed at before."""
+
+    release_id: str
+    store_uri: str
+    release_prefix: str
+    channel: str
+    previous_release: str | None
+    objects: int
+    bytes: int
+    uploaded: int = 0
+    skipped: int = 0
+    mlflow_alias: str | None = None

@@ -1,0 +1,120 @@
+"""The release workspace: where one release's stages leave their artifacts for the next.
+
+Every worker of a release reaches the same workspace: a local folder in the embedded setup (the
+default, ``$MODEL_RELEASE_WORKSPACE`` or ``./.work/workspace``), a shared mount or synced prefix in a
+distributed one. Layout::
+
+    <root>/<release_id>/
+        intake/      the downloaded MLflow model, intake.json
+        export/      model.onnx, golden.npz, parity.json, failing rows, reproduce.sh, export.json
+        tensorrt/    model.plan, tensorrt.json
+        repository/  the Triton model repository (+ manifest release.json)
+        canary/      report.json, report.html, canary.json
+        promote/     promote.json
+
+A stage writes its files first and its ``<stage>.json`` result last, atomically, so a retried task
+either finds a whole earlier result (and may reuse it) or none at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import secrets
+import shutil
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .errors import SpecError
+
+T = TypeVar("T")
+
+STAGES = ("intake", "export", "tensorrt", "repository", "canary", "promote")
+_RELEASE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
+
+
+def default_root() -> Path:
+    return Path(os.environ.get("MODEL_RELEASE_WORKSPACE", Path.cwd() / ".work" / "workspace"))
+
+
+def new_release_id(name: str, *, now: datetime | None = None) -> str:
+    """``<name>-<UTC timestamp>-<4 hex>``: sortable by time, unique without coordination."""
+    now = now or datetime.now(timezone.utc)
+    return f"{name}-{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(2)}"
+
+
+def check_release_id(release_id: str) -> str:
+    if not _RELEASE_ID_RE.match(release_id) or ".." in release_id:
+        raise SpecError(
+            f"release id {release_id!r} is not valid: use letters, digits, '.', '_' and '-' (at most 128), "
+            "for example iris-20260101T000000Z-ab12"
+        )
+    return release_id
+
+
+def sha256_file(path: str | Path, *, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write a file so readers see the old content or the new, never half of it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_json(path: str | Path, data: Any) -> None:
+    atomic_write_bytes(path, (json.dumps(data, indent=2, sort_keys=True, default=str) + "\n").encode())
+
+
+class Workspace:
+    """One release's folder in the workspace root."""
+
+    def __init__(self, release_id: str, root: str | Path | None = None) -> None:
+        self.release_id = check_release_id(release_id)
+        self.root = Path(root) if root is not None else default_root()
+        self.path = self.root / release_id
+
+    def stage_dir(self, stage: str, *, fresh: bool = False) -> Path:
+        """The stage's folder, created; ``fresh`` empties it first (a retried stage replaces its output whole)."""
+        if stage not in STAGES:
+            raise ValueError(f"unknown stage {stage!r}; valid: {STAGES}")
+        d = self.path / stage
+        if fresh and d.exists():
+            shutil.rmtree(d)
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    def result_path(self, stage: str) -> Path:
+        return self.path / stage / f"{stage}.json"
+
+    def save_result(self, stage: str, result: Any) -> Path:
+        p = self.result_path(stage)
+        atomic_write_json(p, result.to_dict() if hasattr(result, "to_dict") else result)
+        return p
+
+    def load_result(self, stage: str, cls: type[T]) -> T | None:
+        p = self.result_path(stage)
+        if not p.is_file():
+            return None
+        return cls.from_dict(json.loads(p.read_text()))  # type: ignore[attr-defined]
+
+    def __repr__(self) -> str:
+        return f"Workspace({str(self.path)!r})"
