@@ -94,6 +94,7 @@ class ExportResult(_Serialisable):
     parity: dict[str, dict[str, Any]]
     golden_path: str
     golden_rows: int
+    reference_path: str = ""
     converter: dict[str, str] = field(default_factory=dict)
     cached: bool = False
     reproduce: str | None = None
