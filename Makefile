@@ -1,0 +1,26 @@
+# The two commands a new user needs: `make demo` and `make test`. Both set up what they need.
+PY := .venv/bin/python
+
+.PHONY: setup demo test test-fast lint bench lock clean
+
+setup:
+	@bash infra/local/setup.sh
+
+demo: setup
+	$(PY) -m model_release.demo
+
+test: setup
+	$(PY) -m pytest
+
+test-fast: setup
+	$(PY) -m pytest -m "not integration and not dags"
+
+bench: setup
+	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+lock:
+	.venv/bin/uv pip compile infra/local/requirements-in.txt -o requirements.lock --python-version 3.11 -q --no-emit-package model-release
+	.venv/bin/uv pip compile infra/local/triton-runtime.in -o infra/local/triton-runtime.lock --python-version 3.11 -q
+
+clean:
+	rm -rf .work

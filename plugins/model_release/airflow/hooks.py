@@ -1,0 +1,96 @@
+"""Hooks that own the release's connections. Credentials stay inside them: nothing here logs them.
+
+- :class:`MlflowHook` (``mlflow_conn_id="mlflow_default"``): the tracking URI, from the connection's
+  ``extra.tracking_uri`` or its host (``http://mlflow:5000``); without the connection,
+  ``$MLFLOW_TRACKING_URI``.
+- :class:`ModelStoreHook` (``aws_conn_id="aws_default"``): opens the model store with a boto3
+  client built by the Amazon provider's S3Hook (so ``extra.endpoint_url``, roles and the standard
+  AWS chain all work); ``file:///`` stores need no connection.
+- :class:`TritonCanaryHook` (``triton_conn_id="triton_canary"``): a remote canary's ``host:port``;
+  without the connection the canary starts an embedded local Triton.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from airflow.sdk import BaseHook
+
+from ..errors import ServiceUnavailable
+
+
+def _connection(conn_id: str) -> Any | None:
+    try:
+        return BaseHook.get_connection(conn_id)
+    except Exception:  # AirflowNotFoundException moved between versions; absence is what matters
+        return None
+
+
+class MlflowHook(BaseHook):
+    conn_name_attr = "mlflow_conn_id"
+    default_conn_name = "mlflow_default"
+    conn_type = "http"
+    hook_name = "MLflow tracking server"
+
+    def __init__(self, mlflow_conn_id: str = default_conn_name) -> None:
+        super().__init__()
+        self.mlflow_conn_id = mlflow_conn_id
+
+    def tracking_uri(self) -> str:
+        conn = _connection(self.mlflow_conn_id)
+        if conn is not None:
+            extra = conn.extra_dejson or {}
+            if extra.get("tracking_uri"):
+                return str(extra["tracking_uri"])
+            if conn.host:
+                scheme = conn.schema or conn.conn_type or "http"
+                scheme = scheme if scheme in ("http", "https") else "http"
+                host = conn.host if "://" in conn.host else f"{scheme}://{conn.host}"
+                return f"{host}:{conn.port}" if conn.port else host
+        env = os.environ.get("MLFLOW_TRACKING_URI")
+        if env:
+            return env
+        raise ServiceUnavailable(
+            f"no MLflow tracking URI: Airflow connection {self.mlflow_conn_id!r} does not exist and "
+            "MLFLOW_TRACKING_URI is unset. Create the connection (extra {\"tracking_uri\": ...}) or set the variable."
+        )
+
+
+class ModelStoreHook(BaseHook):
+    conn_name_attr = "aws_conn_id"
+    default_conn_name = "aws_default"
+    conn_type = "aws"
+    hook_name = "model-release model store"
+
+    def __init__(self, aws_conn_id: str = default_conn_name) -> None:
+        super().__init__()
+        self.aws_conn_id = aws_conn_id
+
+    def open_store(self, uri: str) -> Any:
+        from ..store import open_store
+
+        if not uri.startswith("s3://"):
+            return open_store(uri)
+        from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+
+        conn_id = self.aws_conn_id if _connection(self.aws_conn_id) is not None else None
+        client = S3Hook(aws_conn_id=conn_id).get_conn()
+        return open_store(uri, s3_client=client)
+
+
+class TritonCanaryHook(BaseHook):
+    conn_name_attr = "triton_conn_id"
+    default_conn_name = "triton_canary"
+    conn_type = "http"
+    hook_name = "Triton canary"
+
+    def __init__(self, triton_conn_id: str = default_conn_name) -> None:
+        super().__init__()
+        self.triton_conn_id = triton_conn_id
+
+    def endpoint(self) -> str | None:
+        conn = _connection(self.triton_conn_id)
+        if conn is None or not conn.host:
+            return None
+        return f"{conn.host}:{conn.port or 8000}"

@@ -1,0 +1,160 @@
+"""The embedded stack: everything a release needs, on one machine, started and stopped by code.
+
+- MLflow tracking and registry on SQLite, artifacts in a local folder;
+- a local S3 endpoint (the moto server over HTTP on 127.0.0.1, a free port) with the store bucket;
+- an Airflow home with a migrated SQLite metadata DB, for ``airflow dags test``;
+- the local Triton is started by the canary stage itself (:mod:`model_release.local.triton`).
+
+Use it as a context manager: every process it started is stopped on exit, also on error::
+
+    with EmbeddedStack(Path(".work/demo")) as stack:
+        stack.run_dag({"spec": "releases/iris.yaml", "release_id": "iris-1"})
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+PROJECT = Path(__file__).resolve().parents[3]
+
+
+@dataclass
+class DagRunOutcome:
+    returncode: int
+    state: str | None
+    output: str
+
+
+class EmbeddedStack:
+    """MLflow (SQLite) + S3 (moto server) + an Airflow home, under ``root``.
+
+    Args:
+        root: a folder for the stack's state (created).
+        bucket: the model store's bucket, created on start.
+    """
+
+    def __init__(self, root: Path, *, bucket: str = "model-store") -> None:
+        self.root = Path(root).resolve()
+        self.bucket = bucket
+        self.moto: Any = None
+        self.tracking_uri: str | None = None
+        self.airflow_home = self.root / "airflow"
+        self.workspace = self.root / "workspace"
+        self._migrated = False
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> "EmbeddedStack":
+        from .mlflow import local_tracking
+        from .s3 import MotoServer, ensure_bucket
+
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.workspace.mkdir(exist_ok=True)
+        self.tracking_uri = local_tracking(self.root / "mlflow")
+        self.moto = MotoServer().start()
+        ensure_bucket(self.moto.endpoint_url, self.bucket)
+        log.info("embedded stack: MLflow %s, S3 %s (bucket %s)", self.tracking_uri, self.moto.endpoint_url, self.bucket)
+        return self
+
+    def stop(self) -> None:
+        if self.moto is not None:
+            self.moto.stop()
+            self.moto = None
+
+    def __enter__(self) -> "EmbeddedStack":
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- what other processes need -----------------------------------------------------------
+    @property
+    def endpoint_url(self) -> str:
+        return self.moto.endpoint_url
+
+    def s3_client(self) -> Any:
+        return self.moto.client()
+
+    def env(self) -> dict[str, str]:
+        """Environment for a subprocess (``airflow dags test``, the CLI) that uses this stack."""
+        from .s3 import _MOTO_KEY_ID, _MOTO_SECRET  # the endpoint's dummy credentials
+
+        conn = {
+            "conn_type": "aws",
+            "login": _MOTO_KEY_ID,
+            "password": _MOTO_SECRET,
+            "extra": {"endpoint_url": self.endpoint_url, "region_name": "us-east-1"},
+        }
+        env = dict(os.environ)
+        env.update(
+            MLFLOW_TRACKING_URI=str(self.tracking_uri),
+            MLFLOW_DISABLE_TELEMETRY="true",
+            DO_NOT_TRACK="true",
+            MODEL_RELEASE_WORKSPACE=str(self.workspace),
+            MODEL_RELEASE_HOME=str(PROJECT),
+            AIRFLOW_HOME=str(self.airflow_home),
+            AIRFLOW__CORE__DAGS_FOLDER=str(PROJECT / "dags"),
+            AIRFLOW__CORE__LOAD_EXAMPLES="False",
+            AIRFLOW__CORE__PARALLELISM="4",
+            AIRFLOW__LOGGING__COLORED_CONSOLE_LOG="False",
+            AIRFLOW_CONN_AWS_DEFAULT=json.dumps(conn),
+            AIRFLOW_CONN_MLFLOW_DEFAULT=json.dumps({"conn_type": "http", "extra": {"tracking_uri": self.tracking_uri}}),
+        )
+        env.pop("AWS_PROFILE", None)
+        return env
+
+    def _airflow(self, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+        airflow = Path(sys.executable).with_name("airflow")
+        return subprocess.run(
+            [str(airflow), *args], env=self.env(), cwd=PROJECT, capture_output=True, text=True, timeout=timeout
+        )
+
+    def migrate_airflow(self) -> None:
+        """``airflow db migrate`` on a SQLite DB in the stack's Airflow home, and the canary pool."""
+        if self._migrated:
+            return
+        self.airflow_home.mkdir(parents=True, exist_ok=True)
+        for args in (("db", "migrate"), ("pools", "set", "triton_canary", "1", "one release at a time on the canary Triton")):
+            proc = self._airflow(*args, timeout=300)
+            if proc.returncode != 0:
+                from ..errors import ServiceUnavailable
+
+                raise ServiceUnavailable(f"`airflow {' '.join(args)}` failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
+        self._migrated = True
+
+    def run_dag(self, conf: dict[str, Any], *, dag_id: str = "model_release", echo: bool = False) -> DagRunOutcome:
+        """Run the DAG once with ``airflow dags test`` and report the run's final state."""
+        self.migrate_airflow()
+        airflow = Path(sys.executable).with_name("airflow")
+        proc = subprocess.Popen(
+            [str(airflow), "dags", "test", dag_id, "-c", json.dumps(conf)],
+            env=self.env(), cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        lines = []
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if echo:
+                sys.stdout.write(line)
+        proc.wait()
+        output = "".join(lines)
+        state = None
+        for line in reversed(lines):
+            if "DagRun Finished" in line or "Marking run" in line:
+                lowered = line.lower()
+                state = "success" if "state=success" in lowered or "successful" in lowered else "failed" if "failed" in lowered else None
+                if state:
+                    break
+        return DagRunOutcome(proc.returncode, state, output)

@@ -1,0 +1,43 @@
+"""Project-wide test set-up: quiet, isolated state, and a check that no test leaves a process behind."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+# Before anything imports Airflow or MLflow: keep their state out of the user's home.
+_STATE = Path(tempfile.mkdtemp(prefix="model-release-tests-"))
+os.environ.setdefault("AIRFLOW_HOME", str(_STATE / "airflow"))
+os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "False")
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+os.environ.setdefault("DO_NOT_TRACK", "true")
+os.environ.setdefault("GIT_PYTHON_REFRESH", "quiet")
+
+PROJECT = Path(__file__).resolve().parents[1]
+
+
+def _children(pid: int) -> list[tuple[int, str]]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        # pid (comm) state ppid ...
+        comm_end = text.rfind(")")
+        fields = text[comm_end + 2 :].split()
+        if fields and fields[0] != "Z" and int(fields[1]) == pid:
+            found.append((int(stat.parent.name), text[text.find("(") + 1 : comm_end]))
+    return found
+
+
+def pytest_sessionfinish(session, exitstatus):  # noqa: ANN001 - pytest hook
+    """Fail the run if a test left a server (moto, tritonserver, MLflow) running."""
+    leftovers = [(pid, comm) for pid, comm in _children(os.getpid()) if comm not in ("pytest",)]
+    if leftovers:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"ERROR: processes left running by the tests: {leftovers}", red=True)
+        session.exitstatus = 1

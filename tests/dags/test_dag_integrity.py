@@ -1,0 +1,55 @@
+"""Every DAG file imports cleanly, quickly, and without the heavy frameworks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PROJECT
+
+DAG_FILES = sorted((PROJECT / "dags").glob("*.py"))
+
+_PROBE = """
+import importlib.util, json, sys, time
+t = time.perf_counter()
+spec = importlib.util.spec_from_file_location("dagfile", sys.argv[1])
+mod = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mod)
+from airflow.sdk import DAG
+dags = [v for v in vars(mod).values() if isinstance(v, DAG)]
+print(json.dumps({
+    "dags": [d.dag_id for d in dags],
+    "tasks": {d.dag_id: sorted(d.task_ids) for d in dags},
+    "queues": {d.dag_id: {t.task_id: t.queue for t in d.tasks} for d in dags},
+    "heavy": sorted(m for m in ("torch", "onnxruntime", "tensorrt", "great_expectations", "skl2onnx") if m in sys.modules),
+    "seconds": time.perf_counter() - t,
+}))
+"""
+
+
+def _probe(path: Path) -> dict:
+    proc = subprocess.run([sys.executable, "-c", _PROBE, str(path)], capture_output=True, text=True, timeout=120, cwd=PROJECT)
+    assert proc.returncode == 0, f"{path.name} failed to import:\n{proc.stderr[-3000:]}"
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_there_are_dag_files() -> None:
+    assert DAG_FILES, "dags/ holds no DAG file"
+
+
+@pytest.mark.parametrize("path", DAG_FILES, ids=lambda p: p.name)
+def test_dag_file_imports_without_heavy_frameworks(path: Path) -> None:
+    info = _probe(path)
+    assert info["dags"], f"{path.name} defines no DAG"
+    assert info["heavy"] == [], f"parsing {path.name} imported {info['heavy']}; import them inside the task instead"
+
+
+def test_release_dag_shape() -> None:
+    info = _probe(PROJECT / "dags" / "model_release.py")
+    assert info["tasks"]["model_release"] == sorted(["start", "intake", "export", "tensorrt", "assemble", "canary", "promote"])
+    assert info["queues"]["model_release"]["tensorrt"] == "gpu"
+    assert info["queues"]["model_release"]["export"] != "gpu"

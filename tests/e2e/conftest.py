@@ -1,0 +1,51 @@
+"""One embedded stack (MLflow on SQLite, the moto S3 server, an Airflow SQLite DB) for the end-to-end tests."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from model_release.local.stack import EmbeddedStack
+
+SPEC = Path(__file__).resolve().parents[2] / "releases" / "iris.yaml"
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedStack]:
+    with EmbeddedStack(tmp_path_factory.mktemp("stack")) as s:
+        yield s
+
+
+class StoreView:
+    """Reads the S3 model store the way an auditor would: over HTTP, object by object."""
+
+    def __init__(self, stack: EmbeddedStack, prefix: str) -> None:
+        self.client = stack.s3_client()
+        self.bucket = stack.bucket
+        self.prefix = prefix.strip("/")
+
+    def get(self, key: str) -> bytes | None:
+        try:
+            return self.client.get_object(Bucket=self.bucket, Key=f"{self.prefix}/{key}")["Body"].read()
+        except self.client.exceptions.NoSuchKey:
+            return None
+
+    def json(self, key: str) -> Any:
+        data = self.get(key)
+        return None if data is None else json.loads(data)
+
+    def keys(self, under: str = "") -> list[str]:
+        keys = []
+        for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=f"{self.prefix}/{under}"):
+            keys += [o["Key"][len(self.prefix) + 1 :] for o in page.get("Contents", [])]
+        return keys
+
+    def sha256(self, key: str) -> str:
+        data = self.get(key)
+        assert data is not None, f"{key} is missing from the store"
+        return hashlib.sha256(data).hexdigest()

@@ -1,0 +1,67 @@
+"""The whole release DAG on real components: MLflow (SQLite), the moto S3 server, the local Triton, Airflow.
+
+Two releases run through ``airflow dags test``; then the store is read back over HTTP and checked
+against the manifest, the canary report and MLflow's aliases.
+"""
+
+from __future__ import annotations
+
+import mlflow
+import pytest
+
+from model_release.demo import train_iris
+from model_release.workspace import new_release_id
+
+from .conftest import StoreView
+
+pytestmark = [pytest.mark.integration, pytest.mark.dags, pytest.mark.slow]
+
+SECRET = "moto-local-secret"
+
+
+def test_two_releases_through_the_dag(stack) -> None:
+    store = StoreView(stack, "iris")
+    first_version = train_iris(stack.tracking_uri, c=1.0)
+    first = new_release_id("iris")
+    run = stack.run_dag({"spec": "releases/iris.yaml", "release_id": first})
+    assert run.returncode == 0, run.output[-5000:]
+
+    pointer = store.json("channels/production.json")
+    assert pointer is not None and pointer["release_id"] == first
+
+    manifest = store.json(f"releases/{first}/release.json")
+    assert manifest["format_version"] == 1
+    assert manifest["model"]["name"] == "iris-classifier" and str(manifest["model"]["version"]) == first_version
+    assert manifest["canary"]["passed"] is True
+    files = manifest["files"]
+    assert any(k.startswith("models/iris/") for k in files), files.keys()
+    assert any(k.endswith("model.onnx") for k in files)
+    for key, meta in files.items():  # every object in the store is byte-for-byte the manifest's
+        assert store.sha256(f"releases/{first}/{key}") == meta["sha256"], key
+
+    report = store.json(f"releases/{first}/reports/report.json")
+    assert report["passed"] is True
+    # the ensemble itself answered every golden row in the canary
+    assert report["entry_model"] == "iris"
+    assert report["golden_rows"] == 150
+    assert report["figures"]["requests"] > 0
+
+    client = mlflow.MlflowClient(tracking_uri=stack.tracking_uri)
+    assert client.get_model_version_by_alias("iris-classifier", "production").version == first_version
+
+    # a retrained candidate: the canary compares it with the release before it
+    second_version = train_iris(stack.tracking_uri, c=0.05)
+    second = new_release_id("iris")
+    run2 = stack.run_dag({"spec": "releases/iris.yaml", "release_id": second})
+    assert run2.returncode == 0, run2.output[-5000:]
+    pointer = store.json("channels/production.json")
+    assert pointer["release_id"] == second
+    report2 = store.json(f"releases/{second}/reports/report.json")
+    assert report2["baseline"]["name"] == f"production (version {first_version})"
+    assert 0.0 < report2["baseline"]["label_agreement"] <= 1.0
+    assert client.get_model_version_by_alias("iris-classifier", "production").version == second_version
+    # the first release is still there, whole and unchanged
+    assert store.json(f"releases/{first}/release.json") == manifest
+
+    # credentials never reach the logs
+    assert SECRET not in run.output and SECRET not in run2.output

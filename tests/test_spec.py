@@ -1,0 +1,77 @@
+"""The release spec: valid specs load, each bad field is named with its value and what is valid."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from model_release.errors import SpecError
+from model_release.spec import load_spec, parse_spec
+
+from .conftest import PROJECT
+
+BASE = {"name": "iris", "model": {"name": "iris-classifier", "alias": "candidate"}}
+
+
+def test_every_shipped_spec_is_valid() -> None:
+    specs = sorted((PROJECT / "releases").glob("*.yaml"))
+    assert specs
+    for path in specs:
+        spec = load_spec(path)
+        assert spec.base_dir == str(path.parent)
+
+
+def test_defaults_and_per_output_tolerances() -> None:
+    spec = parse_spec({**BASE, "export": {"tolerances": {"default": {"atol": 0.1}, "probabilities": {"atol": 0.5, "rtol": 0}}}})
+    assert spec.export.tolerances.for_output("probabilities").atol == 0.5
+    assert spec.export.tolerances.for_output("probabilities").rtol == 0
+    assert spec.export.tolerances.for_output("other").atol == 0.1
+    assert spec.promote.channel == "production"
+    assert spec.model.uri == "models:/iris-classifier@candidate"
+
+
+def test_version_override_replaces_alias() -> None:
+    spec = parse_spec(BASE, overrides={"model.version": 7})
+    assert spec.model.version == 7 and spec.model.alias is None
+    assert spec.model.uri == "models:/iris-classifier/7"
+
+
+@pytest.mark.parametrize(
+    ("patch", "fragments"),
+    [
+        ({"name": "9lives"}, ["name", "'9lives'", "letter"]),
+        ({"name": "../etc"}, ["name", "'../etc'"]),
+        ({"model": {"name": "m"}}, ["model", "alias", "version"]),
+        ({"model": {"name": "m", "alias": "a", "version": 2}}, ["exactly one"]),
+        ({"model": {"name": "m", "version": 0}}, ["model.version", "0"]),
+        ({"promote": {"store": "ftp://x"}}, ["promote.store", "ftp://x", "s3://BUCKET"]),
+        ({"promote": {"channel": "prod/../x"}}, ["promote.channel", "prod/../x"]),
+        ({"repository": {"shape": "tree"}}, ["repository.shape", "'tree'", "classifier"]),
+        ({"repository": {"max_batch_size": -1}}, ["repository.max_batch_size", "-1"]),
+        ({"golden": {"source": "file"}}, ["golden.path", "required"]),
+        ({"golden": {"source": "file", "path": "g.csv"}}, ["golden.path", ".npz"]),
+        ({"canary": {"concurrency": 0}}, ["canary.concurrency", "0"]),
+        ({"export": {"tolerances": {"probabilities": {"atol": -1}}}}, ["atol", "-1"]),
+        ({"exprot": {}}, ["unknown field", "exprot"]),
+    ],
+)
+def test_each_bad_field_is_named(patch, fragments) -> None:
+    with pytest.raises(SpecError) as err:
+        parse_spec({**BASE, **patch})
+    message = str(err.value)
+    assert "\n" not in message
+    for fragment in fragments:
+        assert fragment in message, message
+
+
+def test_missing_and_non_yaml_files(tmp_path) -> None:
+    with pytest.raises(SpecError, match="does not exist"):
+        load_spec(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: [unclosed\n")
+    with pytest.raises(SpecError, match="not valid YAML"):
+        load_spec(bad)
+    listed = tmp_path / "list.yaml"
+    listed.write_text(yaml.safe_dump([1, 2]))
+    with pytest.raises(SpecError, match="mapping"):
+        load_spec(listed)
