@@ -41,3 +41,18 @@ def pytest_sessionfinish(session, exitstatus):  # noqa: ANN001 - pytest hook
         if reporter is not None:
             reporter.write_line(f"ERROR: processes left running by the tests: {leftovers}", red=True)
         session.exitstatus = 1
+
+
+def pytest_collection_modifyitems(config, items):  # noqa: ANN001 - pytest hook
+    """Skip ``gpu`` tests, with the reason, where this machine cannot build TensorRT plans."""
+    gpu_items = [item for item in items if item.get_closest_marker("gpu")]
+    if not gpu_items:
+        return
+    import pytest
+
+    from model_release.tensorrt.onnx2trt import gpu_environment
+
+    _, missing = gpu_environment()
+    if missing:
+        for item in gpu_items:
+            item.add_marker(pytest.mark.skip(reason=f"needs a GPU worker with TensorRT: {missing}"))

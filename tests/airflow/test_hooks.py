@@ -1,0 +1,58 @@
+"""Hooks resolve connections the way Airflow users configure them, and never echo credentials."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from model_release.airflow.hooks import MlflowHook, ModelStoreHook, TritonCanaryHook
+from model_release.errors import ServiceUnavailable
+
+
+def test_mlflow_tracking_uri_from_connection_extra(monkeypatch) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_MLFLOW_TEST", json.dumps({"conn_type": "http", "extra": {"tracking_uri": "sqlite:////tmp/x.db"}}))
+    assert MlflowHook("mlflow_test").tracking_uri() == "sqlite:////tmp/x.db"
+
+
+def test_mlflow_tracking_uri_from_connection_host(monkeypatch) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_MLFLOW_HOST", json.dumps({"conn_type": "http", "host": "mlflow.internal", "port": 5000}))
+    assert MlflowHook("mlflow_host").tracking_uri() == "http://mlflow.internal:5000"
+
+
+def test_mlflow_without_connection_or_env_says_what_to_set(monkeypatch) -> None:
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    with pytest.raises(ServiceUnavailable, match="mlflow_missing.*MLFLOW_TRACKING_URI"):
+        MlflowHook("mlflow_missing").tracking_uri()
+
+
+def test_triton_canary_endpoint_or_embedded(monkeypatch) -> None:
+    assert TritonCanaryHook("triton_absent").endpoint() is None
+    monkeypatch.setenv("AIRFLOW_CONN_TRITON_REMOTE", json.dumps({"conn_type": "http", "host": "canary.internal", "port": 8000}))
+    assert TritonCanaryHook("triton_remote").endpoint() == "canary.internal:8000"
+
+
+@pytest.mark.integration
+def test_store_hook_uses_the_connections_endpoint_and_credentials(monkeypatch, tmp_path) -> None:
+    from model_release.local.s3 import MotoServer, ensure_bucket
+
+    secret = "s3cr3t-never-logged-7f3a"
+    with MotoServer() as moto:
+        ensure_bucket(moto.endpoint_url, "hook-bucket")
+        monkeypatch.setenv("AIRFLOW_CONN_STORE_TEST", json.dumps(
+            {"conn_type": "aws", "login": "key-id", "password": secret,
+             "extra": {"endpoint_url": moto.endpoint_url, "region_name": "us-east-1"}}))
+        store = ModelStoreHook("store_test").open_store("s3://hook-bucket/models")
+        assert secret not in repr(store)
+        client = moto.client()
+        client.put_object(Bucket="hook-bucket", Key="models/probe", Body=b"x")
+        # the hook's client reaches the same endpoint: it sees what was written over HTTP
+        assert store_client(store).get_object(Bucket="hook-bucket", Key="models/probe")["Body"].read() == b"x"
+
+
+def store_client(store):
+    for attr in ("client", "_client", "s3"):
+        if hasattr(store, attr):
+            return getattr(store, attr)
+    backend = getattr(store, "backend", None)
+    return store_client(backend) if backend is not None else pytest.fail("the S3 store exposes no client")
