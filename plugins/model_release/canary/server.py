@@ -1,0 +1,129 @@
+"""The canary's Triton: load the candidate in dependency order, describe the server and the entry model.
+
+Works the same on the embedded local Triton (:class:`model_release.local.triton.LocalTriton`) and on
+a remote canary Triton given by endpoint, as long as it runs in explicit model-control mode and its
+model repository holds the candidate. Triton's errors are converted here: a model that fails to
+load is the candidate's fault (:class:`CanaryRejected`), a server that cannot be reached is not
+(:class:`ServiceUnavailable`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..dtypes import wire_type
+from ..errors import CanaryRejected, ServiceUnavailable
+
+
+@dataclass
+class EntryModel:
+    """What the canary needs to know about the model it replays through."""
+
+    name: str
+    inputs: dict[str, str]  # name -> Triton wire datatype
+    outputs: dict[str, str]
+    max_batch_size: int
+
+
+@dataclass
+class LoadedModels:
+    order: list[str]
+    versions: dict[str, list[str]] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+class CanaryServer:
+    """A tritonclient.http connection used to load models and read metadata.
+
+    Args:
+        url: ``host:port`` of Triton's HTTP endpoint.
+        ready_timeout: seconds to wait for the server to report live.
+    """
+
+    def __init__(self, url: str, *, ready_timeout: float = 30) -> None:
+        import tritonclient.http as httpclient
+
+        self.url = url
+        self._client = httpclient.InferenceServerClient(url, connection_timeout=60, network_timeout=300)
+        self._wait_live(ready_timeout)
+
+    def _wait_live(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            try:
+                if self._client.is_server_live():
+                    return
+            except Exception as exc:  # noqa: BLE001 - any transport error means "not yet"
+                last = exc
+            time.sleep(0.2)
+        raise ServiceUnavailable(
+            f"the canary Triton at {self.url} is not reachable or not live after {timeout:g} s ({last}); "
+            "start it, or check the endpoint",
+            stage="canary",
+        )
+
+    def metadata(self) -> dict[str, Any]:
+        """Server name, version and extensions."""
+        return dict(self._client.get_server_metadata())
+
+    def load(self, order: list[str]) -> LoadedModels:
+        """Load ``order`` one by one (dependencies first) through the repository API.
+
+        Raises:
+            CanaryRejected: a model failed to load; the message names it and quotes Triton's error.
+            ServiceUnavailable: the server stopped answering.
+        """
+        from tritonclient.utils import InferenceServerException
+
+        loaded = LoadedModels(order=list(order))
+        for name in order:
+            t0 = time.perf_counter()
+            try:
+                self._client.load_model(name)
+            except InferenceServerException as exc:
+                raise CanaryRejected(
+                    f'model "{name}" failed to load on the canary Triton ({self.url}): {_first_lines(exc.message())}. '
+                    "Fix the model (its config.pbtxt or model.py) and re-run the assemble stage.",
+                    stage="canary",
+                ) from None
+            except OSError as exc:
+                raise ServiceUnavailable(f"the canary Triton at {self.url} stopped answering while loading {name!r}: {exc}", stage="canary") from None
+            loaded.seconds[name] = round(time.perf_counter() - t0, 3)
+        for entry in self._client.get_model_repository_index():
+            if entry.get("state") == "READY" and entry.get("name") in order:
+                loaded.versions.setdefault(entry["name"], []).append(str(entry.get("version", "")))
+        return loaded
+
+    def unload(self, order: list[str]) -> None:
+        """Unload ``order`` in reverse, ignoring errors (a remote canary must not keep the candidate)."""
+        for name in reversed(order):
+            try:
+                self._client.unload_model(name)
+            except Exception:  # noqa: BLE001 - best effort
+                pass
+
+    def entry(self, name: str) -> EntryModel:
+        """Inputs, outputs and max_batch_size of the (loaded) entry model."""
+        from tritonclient.utils import InferenceServerException
+
+        try:
+            config = self._client.get_model_config(name)
+        except InferenceServerException as exc:
+            raise CanaryRejected(f'entry model "{name}" is not ready on the canary Triton: {exc.message()}', stage="canary") from None
+        return EntryModel(
+            name=name,
+            inputs={i["name"]: wire_type(i["data_type"]) for i in config.get("input", [])},
+            outputs={o["name"]: wire_type(o["data_type"]) for o in config.get("output", [])},
+            max_batch_size=int(config.get("max_batch_size", 0)),
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def _first_lines(text: str, n: int = 6) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return " | ".join(lines[:n])

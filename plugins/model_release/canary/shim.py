@@ -1,0 +1,143 @@
+"""The canary copy of a model repository, with ONNX leaves served through a python-backend shim.
+
+The local CPU Triton (the nvidia-pytriton wheel) has only the python backend. To canary a
+repository on it, every leaf with ``backend: "onnxruntime"`` (or ``platform: "onnxruntime_onnx"``)
+becomes a python-backend model that runs onnxruntime on its version folder's ``model.onnx``
+(:mod:`model_release.canary.shim_model`); BLS and ensemble stages are copied unchanged. A TensorRT
+plan cannot be shimmed: it needs a GPU Triton. config.pbtxt is read and written only through
+Triton's own ``ModelConfig`` protobuf.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import CanaryRejected, GpuUnavailable
+
+SHIM_SOURCE = Path(__file__).with_name("shim_model.py")
+SHIM_DESCRIPTION = "CPU, python-backend onnxruntime shim"
+
+_ONNX = ("onnxruntime", "onnxruntime_onnx")
+_UNCHANGED = ("python", "ensemble")
+_GPU_ONLY = {"tensorrt": "a TensorRT plan", "tensorrt_plan": "a TensorRT plan"}
+
+
+@dataclass
+class CanaryRepository:
+    """What :func:`prepare_canary_repository` made."""
+
+    path: Path
+    shimmed: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+
+    @property
+    def description(self) -> str:
+        return SHIM_DESCRIPTION if self.shimmed else "CPU, python backend (no model needed a shim)"
+
+
+def read_config(path: Path):  # -> model_config_pb2.ModelConfig
+    """Parse a config.pbtxt with Triton's ModelConfig protobuf.
+
+    Raises:
+        CanaryRejected: the file is not valid ModelConfig text.
+    """
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    try:
+        return text_format.Parse(path.read_text(), model_config_pb2.ModelConfig())
+    except text_format.ParseError as exc:
+        raise CanaryRejected(
+            f"{path} is not a valid Triton model configuration ({exc}); fix the template that rendered it",
+            stage="canary",
+        ) from None
+
+
+def write_config(path: Path, config) -> None:  # noqa: ANN001 - a ModelConfig message
+    from google.protobuf import text_format
+
+    path.write_text(text_format.MessageToString(config))
+
+
+def _kind(config) -> str:  # noqa: ANN001
+    return config.backend or config.platform or ""
+
+
+def prepare_canary_repository(source: Path, destination: Path) -> CanaryRepository:
+    """Copy ``source`` to ``destination``, shimming every onnxruntime leaf.
+
+    Args:
+        source: the assembled Triton model repository (left untouched).
+        destination: an empty or missing folder for the canary copy.
+
+    Returns:
+        The copy's path and which models were shimmed.
+
+    Raises:
+        GpuUnavailable: a model needs a backend the local CPU Triton cannot provide (a TensorRT plan).
+        CanaryRejected: a model folder has no readable config.pbtxt.
+    """
+    from tritonclient.grpc import model_config_pb2
+
+    source, destination = Path(source), Path(destination)
+    if not source.is_dir():
+        raise CanaryRejected(f"model repository {str(source)!r} does not exist; run the assemble stage first", stage="canary")
+    if destination.exists():
+        shutil.rmtree(destination)
+    shutil.copytree(source, destination, symlinks=False)
+    result = CanaryRepository(path=destination)
+    for model_dir in sorted(p for p in destination.iterdir() if p.is_dir()):
+        cfg_path = model_dir / "config.pbtxt"
+        if not cfg_path.is_file():
+            continue  # not a model (a manifest folder, for example); Triton ignores it too
+        config = read_config(cfg_path)
+        kind = _kind(config)
+        if kind in _ONNX:
+            _shim(model_dir, config, model_config_pb2)
+            write_config(cfg_path, config)
+            result.shimmed.append(model_dir.name)
+        elif kind in _GPU_ONLY:
+            raise GpuUnavailable(
+                f'model "{model_dir.name}" is {_GPU_ONLY[kind]} ({kind!r}), which cannot be shimmed on the local CPU '
+                "Triton (python backend only). Run the canary against a GPU Triton (endpoint=...), or build the "
+                "release with tensorrt.mode: off so the leaf stays ONNX.",
+                stage="canary",
+            )
+        elif kind in _UNCHANGED:
+            result.unchanged.append(model_dir.name)
+        else:
+            raise GpuUnavailable(
+                f'model "{model_dir.name}" uses backend {kind!r}, which the local CPU Triton does not have (it has the '
+                "python backend, ensembles and an onnxruntime shim). Run the canary against a Triton with that "
+                "backend (endpoint=...).",
+                stage="canary",
+            )
+    return result
+
+
+def _shim(model_dir: Path, config, pb) -> None:  # noqa: ANN001
+    """Turn one onnxruntime model's folder and config into a python-backend shim."""
+    filename = config.default_model_filename or "model.onnx"
+    versions = [v for v in model_dir.iterdir() if v.is_dir() and v.name.isdigit()]
+    onnx_versions = [v for v in versions if (v / filename).is_file()]
+    if not onnx_versions:
+        raise CanaryRejected(
+            f'model "{model_dir.name}" has backend onnxruntime but no version folder holds {filename} '
+            f"(folders: {sorted(v.name for v in versions)}); re-run the assemble stage",
+            stage="canary",
+        )
+    for version in onnx_versions:
+        shutil.copyfile(SHIM_SOURCE, version / "model.py")
+    config.platform = ""
+    config.backend = "python"
+    if filename != "model.onnx":
+        config.parameters["shim_model_filename"].string_value = filename
+    # the python backend reads default_model_filename as the .py file: keep the ONNX name in a parameter
+    config.default_model_filename = ""
+    config.ClearField("optimization")  # GPU execution accelerators mean nothing to the shim
+    for group in config.instance_group:
+        if group.kind == pb.ModelInstanceGroup.KIND_GPU:
+            group.kind = pb.ModelInstanceGroup.KIND_CPU
+            del group.gpus[:]

@@ -1,0 +1,214 @@
+"""The canary stage: load the candidate into a Triton, replay the golden set, compare, time, expect, report.
+
+On the embedded setup (``endpoint=None``) the assembled repository is copied to
+``<workspace>/canary/repository`` with every ONNX leaf shimmed (:mod:`.shim`) and served by a
+:class:`~model_release.local.triton.LocalTriton` started for this run. With an ``endpoint`` the
+canary uses that Triton as it is: it must run in explicit model-control mode with the assembled
+repository as (one of) its model repositories; models are loaded by name and unloaded afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import CanaryRejected
+from ..spec import ReleaseSpec
+from ..types import AssembleResult, CanaryResult, ExportResult, IntakeResult
+from ..workspace import Workspace
+from . import compare as cmp
+from .client import ReplayResult, TritonHttpClient, replay
+from .report import FORMAT_VERSION, verdict, write_reports
+from .server import CanaryServer
+from .shim import prepare_canary_repository
+
+
+def _load_npz(path: str, what: str) -> dict[str, np.ndarray]:
+    if not path or not Path(path).is_file():
+        raise CanaryRejected(f"the {what} {path!r} does not exist; re-run the export stage", stage="canary")
+    with np.load(path, allow_pickle=False) as data:
+        return {k: data[k] for k in data.files}
+
+
+@contextlib.contextmanager
+def _triton(spec: ReleaseSpec, assembled: AssembleResult, folder: Path, endpoint: str | None) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Yield (url, server facts): a LocalTriton on a shimmed copy, or the given endpoint."""
+    if endpoint is not None:
+        yield endpoint.removeprefix("http://"), {
+            "mode": "endpoint", "url": endpoint, "description": "remote Triton, backends as deployed", "shimmed_models": [],
+            "repository": "the endpoint's own model repository",
+        }
+        return
+    from ..local.triton import LocalTriton
+
+    copy = prepare_canary_repository(Path(assembled.repository_dir), folder / "repository")
+    facts = {
+        "mode": "local", "description": copy.description, "shimmed_models": copy.shimmed,
+        "repository": str(copy.path), "log": str(folder / "server" / "tritonserver.log"),
+    }
+    with LocalTriton(copy.path, work_dir=folder / "server", ready_timeout=spec.canary.ready_timeout_s) as triton:
+        facts["url"] = triton.http_url
+        yield triton.http_url, facts
+
+
+def run_canary(
+    spec: ReleaseSpec,
+    intake: IntakeResult,
+    export: ExportResult,
+    assembled: AssembleResult,
+    ws: Workspace,
+    *,
+    endpoint: str | None = None,
+    baseline: dict[str, np.ndarray] | None = None,
+    baseline_name: str | None = None,
+) -> CanaryResult:
+    """Run the canary gate on an assembled repository and write its report.
+
+    Args:
+        spec: the release spec (``spec.canary`` holds the gates).
+        intake: the model version (classes, lineage).
+        export: where the golden set and the native reference are.
+        assembled: the repository, its entry model and load order.
+        ws: the release workspace; the report goes to ``ws.stage_dir("canary")``.
+        endpoint: ``host:port`` of a running Triton to use instead of a local one.
+        baseline: the production release's served outputs on the same golden rows (reported, not gated).
+        baseline_name: what to call the baseline in the report (e.g. its release id).
+
+    Returns:
+        The verdict, the report paths and the figures.
+
+    Raises:
+        CanaryRejected: a model failed to load, or parity, latency or expectations failed; the reports
+            are written first and the message names the output, figures, tolerance and the report path.
+        ServiceUnavailable: the Triton could not be started or reached.
+        GpuUnavailable: the repository holds a model the local CPU Triton cannot serve (a TensorRT plan).
+    """
+    folder = ws.stage_dir("canary", fresh=True)
+    started, t0 = datetime.now(timezone.utc), time.perf_counter()
+    report: dict[str, Any] = {
+        "format_version": FORMAT_VERSION,
+        "release_id": ws.release_id,
+        "release": spec.name,
+        "model": {"name": intake.model_name, "version": intake.version, "alias": intake.alias, "run_id": intake.run_id},
+        "started_at": started.isoformat(),
+        "entry_model": assembled.entry_model,
+        "source_repository": assembled.repository_dir,
+    }
+    golden = _load_npz(export.golden_path, "golden set")
+    reference = _load_npz(export.reference_path, "native reference")
+    order = list(assembled.load_order)
+    if assembled.entry_model not in order:
+        order.append(assembled.entry_model)
+
+    try:
+        with _triton(spec, assembled, folder, endpoint) as (url, server_facts):
+            report["server"] = server_facts
+            server = CanaryServer(url, ready_timeout=spec.canary.ready_timeout_s)
+            try:
+                meta = server.metadata()
+                server_facts.update({"name": meta.get("name"), "version": meta.get("version")})
+                report["load"] = {"order": order}
+                loaded = server.load(order)
+                report["load"] = {"order": loaded.order, "versions": loaded.versions, "seconds": loaded.seconds}
+                server_facts["models_loaded"] = loaded.versions
+                entry = server.entry(assembled.entry_model)
+                batch_rows = min(spec.canary.batch_rows, entry.max_batch_size) if entry.max_batch_size > 0 else spec.canary.batch_rows
+                report["golden"] = {
+                    "path": export.golden_path, "reference": export.reference_path,
+                    "rows": int(len(next(iter(golden.values())))) if golden else 0,
+                    "inputs": sorted(golden), "batch_rows": batch_rows,
+                    "batch_rows_requested": spec.canary.batch_rows, "entry_max_batch_size": entry.max_batch_size,
+                }
+                missing = sorted(set(entry.inputs) - set(golden))
+                if missing:
+                    raise CanaryRejected(
+                        f'entry model "{entry.name}" takes inputs {missing} that the golden set {export.golden_path!r} lacks '
+                        f"(it has {sorted(golden)}); the golden set must be keyed by the entry model's input names",
+                        stage="canary",
+                    )
+                result = replay(
+                    {k: golden[k] for k in entry.inputs},
+                    lambda: TritonHttpClient(url, entry.name, entry.inputs, list(entry.outputs)),
+                    batch_rows=batch_rows,
+                    concurrency=spec.canary.concurrency,
+                )
+            finally:
+                if endpoint is not None:
+                    server.unload(order)
+                server.close()
+        return _judge(spec, intake, ws, folder, report, reference, result, baseline, baseline_name, t0)
+    except CanaryRejected as exc:  # the candidate's fault: the report says why before the error goes up
+        if "verdict" not in report:
+            _finish(report, folder, ws, False, [str(exc)], t0)
+        raise
+
+
+def _judge(
+    spec: ReleaseSpec, intake: IntakeResult, ws: Workspace, folder: Path, report: dict[str, Any],
+    reference: dict[str, np.ndarray], result: ReplayResult, baseline: dict[str, np.ndarray] | None,
+    baseline_name: str | None, t0: float,
+) -> CanaryResult:
+    classifier = spec.repository.shape == "classifier"
+    parity, unmatched = cmp.compare_with_reference(spec, intake, reference, result.outputs)
+    report["parity"] = parity.to_dict()
+    report["not_compared"] = unmatched
+    timing = result.timing()
+    report["timing"] = timing
+    report["slo"] = {"p99_ms_limit": spec.canary.p99_ms, "p99_ms": timing["p99_ms"],
+                     "passed": spec.canary.p99_ms is None or timing["p99_ms"] <= spec.canary.p99_ms}
+    expectations = None
+    if spec.canary.expectations:
+        served = dict(result.outputs)
+        expectations = _expectations(served, classifier=classifier, label_set=cmp.label_set(spec, intake) if classifier else None)
+        report["expectations"] = expectations
+    else:
+        report["expectations"] = {"skipped": "canary.expectations is false in the release spec"}
+    if baseline is not None:
+        report["baseline"] = {"name": baseline_name, **cmp.compare_with_baseline(spec, intake, baseline, result.outputs)}
+    passed, reasons = verdict(parity, timing, spec.canary.p99_ms, expectations)
+    canary = _finish(report, folder, ws, passed, reasons, t0)
+    if not passed:
+        raise CanaryRejected(
+            f"the canary of {spec.name} ({ws.release_id}) was rejected: " + "; ".join(reasons)
+            + f". Loosen a canary tolerance in the release spec only if that difference is acceptable. "
+            f"The report is at {canary.report_json} ({canary.report_html}).",
+            stage="canary",
+        )
+    return canary
+
+
+def _expectations(outputs: dict[str, np.ndarray], *, classifier: bool, label_set: list[str] | None) -> dict[str, Any]:
+    from .expect import run_expectations
+
+    return run_expectations(outputs, classifier=classifier, label_set=label_set)
+
+
+def _finish(report: dict[str, Any], folder: Path, ws: Workspace, passed: bool, reasons: list[str], t0: float) -> CanaryResult:
+    report.update({
+        "passed": passed, "verdict": "passed" if passed else "rejected", "reasons": reasons,
+        "finished_at": datetime.now(timezone.utc).isoformat(), "duration_s": round(time.perf_counter() - t0, 3),
+    })
+    json_path, html_path = write_reports(folder, report)
+    timing = report.get("timing") or {}
+    figures = {
+        "parity": {n: {k: f.get(k) for k in ("kind", "max_abs", "agreement", "failing_rows", "passed")}
+                   for n, f in (report.get("parity") or {}).items()},
+        "timing": {k: timing.get(k) for k in ("p50_ms", "p95_ms", "p99_ms", "throughput_rows_per_s", "requests")},
+        "expectations_passed": (report.get("expectations") or {}).get("passed"),
+        "golden_rows": (report.get("golden") or {}).get("rows"),
+    }
+    summary = (
+        f"canary passed: {report.get('golden', {}).get('rows')} golden rows, p99 {timing.get('p99_ms', float('nan')):.2f} ms, "
+        f"{timing.get('throughput_rows_per_s', float('nan')):.0f} rows/s on {report.get('server', {}).get('description')}"
+        if passed else "canary rejected: " + "; ".join(reasons)
+    )
+    result = CanaryResult(passed=passed, report_json=str(json_path), report_html=str(html_path), summary=summary,
+                          figures=figures, server=report.get("server", {}))
+    ws.save_result("canary", result)
+    return result

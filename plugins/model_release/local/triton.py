@@ -1,0 +1,335 @@
+"""A local Triton Inference Server 2.51 for the embedded canary, launched from its own runtime venv.
+
+The ``nvidia-pytriton`` wheel carries a real ``tritonserver`` binary with the python backend only.
+This module runs it the way /work/shared/ENVIRONMENT.md measured it working::
+
+    with LocalTriton(Path("repo")) as triton:        # explicit model control, 127.0.0.1, free ports
+        client = triton.client()                     # tritonclient.http, closed on exit
+        client.load_model("iris")
+
+What it does, in order: copies ``pytriton/tritonserver`` (binary, python backend, cache) to a work
+folder, adds the python-backend stub built for the runtime venv's Python, puts that Python's LIBDIR
+and ``nvidia_pytriton.libs`` on ``LD_LIBRARY_PATH`` and the venv's ``bin`` first on ``PATH`` (the
+stub finds its interpreter and site-packages through ``python3``), starts the server in its own
+process group, and waits for ``/v2/health/ready`` with a timeout (a wrong stub hangs rather than
+exits). On exit it closes its clients, sends SIGTERM, waits, then SIGKILLs the process group; an
+``atexit`` guard does the same if the caller never exits the context.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from ..errors import ServiceUnavailable
+from .ports import free_port as _free_port
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+DEFAULT_RUNTIME_VENV = REPO_ROOT / ".venv-triton"
+SETUP_HINT = "run `bash infra/local/setup.sh` from the repository root to create it"
+
+_RUNTIME_PROBE = (
+    "import json, sys, sysconfig;"
+    "print(json.dumps({'version': '%d.%d' % sys.version_info[:2],"
+    " 'libdir': sysconfig.get_config_var('LIBDIR'), 'purelib': sysconfig.get_paths()['purelib']}))"
+)
+
+
+def runtime_facts(runtime_venv: Path) -> dict[str, str]:
+    """Python version, LIBDIR and site-packages of the runtime venv, checked to hold pytriton.
+
+    Raises:
+        ServiceUnavailable: the venv, its Python or the pytriton wheel is missing.
+    """
+    python = runtime_venv / "bin" / "python"
+    if not python.exists():
+        raise ServiceUnavailable(
+            f"local triton: the runtime venv {str(runtime_venv)!r} does not exist (no bin/python); {SETUP_HINT}",
+            stage="canary",
+        )
+    try:
+        out = subprocess.run([str(python), "-c", _RUNTIME_PROBE], capture_output=True, text=True, timeout=30, check=True)
+        facts = json.loads(out.stdout)
+    except (subprocess.SubprocessError, OSError, ValueError) as exc:
+        raise ServiceUnavailable(
+            f"local triton: the runtime venv's Python {str(python)!r} does not run ({exc}); {SETUP_HINT}", stage="canary"
+        ) from None
+    server_dir = Path(facts["purelib"]) / "pytriton" / "tritonserver"
+    if not (server_dir / "bin" / "tritonserver").is_file():
+        raise ServiceUnavailable(
+            f"local triton: the runtime venv {str(runtime_venv)!r} has no pytriton/tritonserver/bin/tritonserver "
+            f"(nvidia-pytriton is not installed in it); {SETUP_HINT}",
+            stage="canary",
+        )
+    facts["server_dir"] = str(server_dir)
+    return facts
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+class LocalTriton:
+    """A tritonserver process bound to 127.0.0.1 on free ports, as a context manager.
+
+    Args:
+        model_repository: the folder Triton serves (``--model-repository``).
+        runtime_venv: the venv holding nvidia-pytriton, numpy<2 and onnxruntime.
+        work_dir: where the server's binary, backends and log go; a temporary folder (removed on
+            exit) when None.
+        ready_timeout: seconds to wait for ``/v2/health/ready`` before giving up.
+        model_control: ``explicit`` (load through the repository API), ``none`` or ``poll``.
+        log_path: the server log; ``<work_dir>/tritonserver.log`` when None.
+
+    Raises:
+        ServiceUnavailable: the runtime venv is missing, the server exits early or is not ready in time
+            (the message holds the tail of the server log).
+    """
+
+    def __init__(
+        self,
+        model_repository: Path,
+        *,
+        runtime_venv: Path = DEFAULT_RUNTIME_VENV,
+        work_dir: Path | None = None,
+        ready_timeout: float = 60,
+        model_control: str = "explicit",
+        log_path: Path | None = None,
+        exit_timeout: float = 15,
+    ) -> None:
+        if model_control not in ("explicit", "none", "poll"):
+            raise ValueError(f"model_control {model_control!r} is not valid; valid: explicit, none, poll")
+        self.model_repository = Path(model_repository).resolve()
+        self.runtime_venv = Path(runtime_venv)
+        self._own_work_dir = work_dir is None
+        self.work_dir = Path(work_dir) if work_dir is not None else None
+        self.ready_timeout = ready_timeout
+        self.model_control = model_control
+        self._log_path = Path(log_path) if log_path is not None else None
+        self.exit_timeout = exit_timeout
+        self.process: subprocess.Popen[bytes] | None = None
+        self.http_port = self.grpc_port = self.metrics_port = 0
+        self.runtime: dict[str, str] = {}
+        self._clients: list[Any] = []
+        self._lock = threading.Lock()
+
+    # ---- addresses ------------------------------------------------------------------------
+    @property
+    def http_url(self) -> str:
+        """``127.0.0.1:PORT`` of the HTTP endpoint (tritonclient.http's ``url``)."""
+        return f"127.0.0.1:{self.http_port}"
+
+    @property
+    def grpc_url(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    @property
+    def log_path(self) -> Path:
+        assert self.work_dir is not None or self._log_path is not None, "the server has not been started"
+        return self._log_path or (self.work_dir / "tritonserver.log")  # type: ignore[operator]
+
+    def client(self, **kwargs: Any) -> Any:
+        """A ``tritonclient.http.InferenceServerClient`` for this server, closed when the server stops."""
+        import tritonclient.http as httpclient
+
+        if self.process is None:
+            raise ServiceUnavailable("local triton: client() called before the server was started", stage="canary")
+        c = httpclient.InferenceServerClient(self.http_url, **kwargs)
+        with self._lock:
+            self._clients.append(c)
+        return c
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no server log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    # ---- lifecycle ------------------------------------------------------------------------
+    def __enter__(self) -> "LocalTriton":
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        """Lay out the server folder, launch tritonserver and wait until it is ready."""
+        if not self.model_repository.is_dir():
+            raise ServiceUnavailable(
+                f"local triton: model repository {str(self.model_repository)!r} is not a folder", stage="canary"
+            )
+        self.runtime = runtime_facts(self.runtime_venv)
+        if self.work_dir is None:
+            self.work_dir = Path(tempfile.mkdtemp(prefix="local-triton-"))
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        server_dir = self._lay_out()
+        env = self._environment()
+        for attempt in range(3):  # a free port can be taken between picking and binding
+            self.http_port, self.grpc_port, self.metrics_port = _free_port(), _free_port(), _free_port()
+            self._launch(server_dir, env)
+            try:
+                self._wait_ready()
+                return
+            except ServiceUnavailable:
+                port_clash = "address already in use" in self.log_tail(80).lower()
+                self.stop(remove_work_dir=False)
+                if not port_clash or attempt == 2:
+                    raise  # the work folder stays, with the whole server log
+
+    def _lay_out(self) -> Path:
+        assert self.work_dir is not None
+        src = Path(self.runtime["server_dir"])
+        dst = self.work_dir / "tritonserver"
+        stub = src / "python_backend_stubs" / self.runtime["version"] / "triton_python_backend_stub"
+        if not stub.is_file():
+            have = sorted(p.name for p in (src / "python_backend_stubs").iterdir()) if (src / "python_backend_stubs").is_dir() else []
+            raise ServiceUnavailable(
+                f"local triton: no python backend stub for Python {self.runtime['version']} in {str(src)!r} "
+                f"(have: {have}); recreate the runtime venv with one of those Pythons ({SETUP_HINT})",
+                stage="canary",
+            )
+        for sub in ("bin", "backends", "caches"):
+            for f in (src / sub).rglob("*"):
+                if f.is_file() and not (dst / f.relative_to(src)).exists():
+                    _link_or_copy(f, dst / f.relative_to(src))
+        target = dst / "backends" / "python" / "triton_python_backend_stub"
+        if not target.exists():
+            _link_or_copy(stub, target)
+        return dst
+
+    def _environment(self) -> dict[str, str]:
+        env = dict(os.environ)
+        libs = [self.runtime["libdir"], str(Path(self.runtime["purelib"]) / "nvidia_pytriton.libs")]
+        if env.get("LD_LIBRARY_PATH"):
+            libs.append(env["LD_LIBRARY_PATH"])
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(libs)
+        env["PATH"] = os.pathsep.join([str(self.runtime_venv.resolve() / "bin"), env.get("PATH", "")])
+        env["VIRTUAL_ENV"] = str(self.runtime_venv.resolve())
+        for var in ("PYTHONPATH", "PYTHONHOME"):  # the pipeline's must not leak into the stub
+            env.pop(var, None)
+        return env
+
+    def _launch(self, server_dir: Path, env: dict[str, str]) -> None:
+        cmd = [
+            str(server_dir / "bin" / "tritonserver"),
+            f"--model-repository={self.model_repository}",
+            f"--model-control-mode={self.model_control}",
+            f"--backend-directory={server_dir / 'backends'}",
+            f"--cache-directory={server_dir / 'caches'}",
+            "--http-address=127.0.0.1",
+            f"--http-port={self.http_port}",
+            "--grpc-address=127.0.0.1",
+            f"--grpc-port={self.grpc_port}",
+            "--metrics-address=127.0.0.1",
+            f"--metrics-port={self.metrics_port}",
+            "--allow-gpu-metrics=false",
+            f"--exit-timeout-secs={max(1, int(self.exit_timeout) - 2)}",
+            "--log-verbose=0",
+        ]
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                cmd, cwd=self.work_dir, env=env, stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True,
+            )
+        atexit.register(self._atexit_stop)
+
+    def _wait_ready(self) -> None:
+        assert self.process is not None
+        deadline = time.monotonic() + self.ready_timeout
+        url = f"http://{self.http_url}/v2/health/ready"
+        while True:
+            code = self.process.poll()
+            if code is not None:
+                raise ServiceUnavailable(
+                    f"local triton: tritonserver exited with code {code} before it was ready "
+                    f"(repository {str(self.model_repository)!r}); the server log {str(self.log_path)!r} ends with:\n"
+                    f"{self.log_tail()}",
+                    stage="canary",
+                )
+            try:
+                with urllib.request.urlopen(url, timeout=1) as resp:
+                    if resp.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            if time.monotonic() > deadline:
+                raise ServiceUnavailable(
+                    f"local triton: tritonserver (pid {self.process.pid}) was not ready at {url} within "
+                    f"{self.ready_timeout:g} s (a python backend stub that does not match the runtime Python hangs "
+                    f"instead of exiting; raise ready_timeout only if the models are slow to load); "
+                    f"the server log {str(self.log_path)!r} ends with:\n{self.log_tail()}",
+                    stage="canary",
+                )
+            time.sleep(0.1)
+
+    def stop(self, *, remove_work_dir: bool = True) -> None:
+        """Close clients, SIGTERM the server, wait, then SIGKILL its process group. Idempotent."""
+        with self._lock:
+            clients, self._clients = self._clients, []
+        for c in clients:
+            try:
+                c.close()
+            except Exception:  # noqa: BLE001 - closing is best effort
+                pass
+        proc = self.process
+        if proc is not None:
+            pgid = proc.pid  # start_new_session: the server leads its own group
+            if proc.poll() is None:
+                try:
+                    proc.send_signal(signal.SIGTERM)
+                    proc.wait(timeout=self.exit_timeout)
+                except subprocess.TimeoutExpired:
+                    pass
+                except ProcessLookupError:
+                    pass
+            try:  # the server if it ignored SIGTERM, and any python stub it left behind
+                os.killpg(pgid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL does not fail
+                pass
+            atexit.unregister(self._atexit_stop)
+        if remove_work_dir:
+            self._cleanup_work_dir()
+
+    def _cleanup_work_dir(self) -> None:
+        if self._own_work_dir and self.work_dir is not None:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+            self.work_dir = None
+
+    def _atexit_stop(self) -> None:
+        try:
+            self.stop()
+        except Exception:  # noqa: BLE001 - interpreter is exiting
+            pass
+
+    def __repr__(self) -> str:
+        return f"LocalTriton(repository={str(self.model_repository)!r}, http={self.http_url}, pid={self.pid})"
