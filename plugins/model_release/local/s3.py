@@ -1,0 +1,205 @@
+"""A local S3 endpoint: ``moto_server`` as a child process on 127.0.0.1.
+
+Usage::
+
+    with MotoServer() as s3:
+        ensure_bucket(s3.endpoint_url, "model-store")
+        store = open_store("s3://model-store/iris", s3_client=s3.client())
+
+The server runs in its own process group and is stopped on ``stop()``, on leaving the ``with``
+block and, as a last resort, from an ``atexit`` hook, so it never outlives the process that
+started it. moto keeps its state in memory: stopping it loses every bucket and object.
+moto accepts any credentials; the ones set here are fixed dummies and are never logged.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+import weakref
+from typing import Any
+
+from ..errors import ServiceUnavailable, StoreError
+from .ports import free_port
+
+log = logging.getLogger(__name__)
+
+#: dummy credentials for moto, which accepts anything non-empty
+_MOTO_KEY_ID = "moto-local"
+_MOTO_SECRET = "moto-local-secret"  # noqa: S105 - not a secret: moto accepts any value
+
+_live: "weakref.WeakSet[MotoServer]" = weakref.WeakSet()
+_live_lock = threading.Lock()
+
+
+def _stop_all() -> None:
+    with _live_lock:
+        servers = list(_live)
+    for server in servers:
+        server.stop()
+
+
+atexit.register(_stop_all)
+
+
+class MotoServer:
+    """A ``moto_server`` child process serving S3 on ``http://127.0.0.1:<port>``.
+
+    Args:
+        port: the port to bind; a free one when None.
+        ready_timeout: seconds to wait for the server to answer before giving up.
+        region: the region reported to clients built by :meth:`client`.
+    """
+
+    def __init__(self, port: int | None = None, *, ready_timeout: float = 30.0, region: str = "us-east-1") -> None:
+        self.port = port or free_port()
+        self.ready_timeout = ready_timeout
+        self.region = region
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def start(self) -> "MotoServer":
+        """Start the server and wait until it answers HTTP.
+
+        Raises:
+            ServiceUnavailable: the process exited or did not answer within ``ready_timeout``.
+        """
+        if self.running:
+            return self
+        cmd = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)]
+        self._proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,  # its own process group, so stop() can signal the whole group
+        )
+        with _live_lock:
+            _live.add(self)
+        deadline = time.monotonic() + self.ready_timeout
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                err = (self._proc.stderr.read() if self._proc.stderr else b"").decode(errors="replace")[-800:]
+                self._proc = None
+                raise ServiceUnavailable(
+                    f"moto_server on 127.0.0.1:{self.port} exited at start-up: {err.strip() or 'no output'}. "
+                    "Check that moto[server] is installed in this Python and the port is free."
+                )
+            try:
+                with urllib.request.urlopen(self.endpoint_url + "/moto-api/", timeout=1):
+                    pass
+                # stderr is not read while running: close it so a chatty server cannot block on a full pipe
+                if self._proc.stderr:
+                    self._proc.stderr.close()
+                log.info("moto S3 server ready at %s (pid %d)", self.endpoint_url, self._proc.pid)
+                return self
+            except (urllib.error.URLError, ConnectionError, OSError):
+                time.sleep(0.1)
+        self.stop()
+        raise ServiceUnavailable(
+            f"moto_server on {self.endpoint_url} did not answer within {self.ready_timeout:.0f} s; "
+            "raise ready_timeout on a slow machine or check that nothing else holds the port."
+        )
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Terminate the server's process group, wait, and kill it if it does not exit in ``timeout``."""
+        proc, self._proc = self._proc, None
+        with _live_lock:
+            _live.discard(self)
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+        finally:
+            if proc.stderr and not proc.stderr.closed:
+                proc.stderr.close()
+
+    def client(self, **config: Any) -> Any:
+        """A boto3 S3 client for this server with dummy credentials; ``config`` goes to botocore's Config."""
+        return s3_client(self.endpoint_url, region=self.region, **config)
+
+    def __enter__(self) -> "MotoServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def __del__(self) -> None:  # a forgotten server still dies with its owner
+        try:
+            self.stop(timeout=2.0)
+        except Exception:
+            pass
+
+
+def s3_client(endpoint_url: str, *, region: str = "us-east-1", **config: Any) -> Any:
+    """A boto3 S3 client for a local endpoint, with moto's dummy credentials.
+
+    Args:
+        endpoint_url: ``http://host:port`` of the endpoint.
+        region: the signing region.
+        **config: passed to ``botocore.config.Config`` (for example ``retries``, ``max_pool_connections``).
+    """
+    import boto3
+    from botocore.config import Config
+
+    config.setdefault("max_pool_connections", 32)
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint_url,
+        region_name=region,
+        aws_access_key_id=_MOTO_KEY_ID,
+        aws_secret_access_key=_MOTO_SECRET,
+        config=Config(**config),
+    )
+
+
+def ensure_bucket(endpoint_url: str, bucket: str, *, client: Any | None = None) -> None:
+    """Create ``bucket`` on the endpoint unless it already exists.
+
+    Raises:
+        ServiceUnavailable: the endpoint does not answer.
+        StoreError: the endpoint refused to create the bucket (for example an invalid name).
+    """
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    client = client or s3_client(endpoint_url)
+    try:
+        client.create_bucket(Bucket=bucket)
+    except ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code", "")
+        if code in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+            return
+        raise StoreError(
+            f"could not create bucket {bucket!r} at {endpoint_url}: {code}. "
+            "Bucket names are 3-63 lowercase letters, digits, '.' and '-'."
+        ) from None
+    except BotoCoreError as exc:
+        raise ServiceUnavailable(
+            f"S3 endpoint {endpoint_url} did not answer while creating bucket {bucket!r} ({type(exc).__name__}); "
+            "start it (MotoServer) or fix the endpoint URL."
+        ) from None

@@ -1,0 +1,188 @@
+"""Channel pointers: read, move by compare-and-swap, history, rollback.
+
+A move reads the pointer (and its etag), then writes the new pointer conditionally: create-only
+when there was none, replace-only-that-etag otherwise. Of two concurrent moves exactly one
+write succeeds; the other gets ``ConflictError`` naming the release that won. The history entry
+is written after the pointer (create-only, numbered by the pointer's ``seq``); a move that died
+between the two is repaired by the next move, which first writes the missing entry from the
+pointer it read, so history and pointer always agree.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ConflictError, ModelReleaseError, ServiceUnavailable, StoreError
+from ..workspace import check_release_id
+from .backend import PreconditionFailed
+from .layout import ChannelPointer, ModelStore, check_channel
+from .registry import RegistryFollower, report_uri
+from .verify import require_verified
+
+log = logging.getLogger(__name__)
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+#: ``expected_current`` default: compare-and-swap against whatever the pointer holds when read
+UNSET: Any = _Unset()
+
+
+def read_channel(store: ModelStore, channel: str) -> ChannelPointer | None:
+    """The channel's pointer, or None when the channel was never promoted to."""
+    return store.read_pointer(check_channel(channel))
+
+
+def _conflict(store: ModelStore, channel: str, release_id: str, expected: str | None, winner: str | None) -> ConflictError:
+    return ConflictError(
+        f"channel {channel!r} in {store.uri} moved to release {winner!r} while moving it to {release_id!r} "
+        f"(this move expected {expected!r}); {winner!r} won and nothing was changed by this move. "
+        f"Check {release_id!r} against {winner!r} and move again if it should still replace it.",
+        winner=winner,
+        stage="promote",
+    )
+
+
+def move_channel(
+    store: ModelStore, channel: str, release_id: str, *, expected_current: Any = UNSET, action: str = "promote"
+) -> tuple[ChannelPointer, str | None, bool]:
+    """Point ``channel`` at ``release_id`` with a conditional write, then append history.
+
+    Args:
+        store: the model store.
+        channel: the channel to move.
+        release_id: the release it should point at (the caller has verified it).
+        expected_current: the release the caller believes is current (None: no pointer yet);
+            UNSET compares against whatever is read now.
+        action: ``promote`` or ``rollback``, recorded in the pointer and history.
+
+    Returns:
+        (the pointer now stored, the release it pointed at before, whether this call moved it).
+        A promotion of the release already current does not move anything (an idempotent retry).
+
+    Raises:
+        ConflictError: the pointer is not at ``expected_current``, or another writer moved it
+            between the read and the write; ``.winner`` is the release it points at now.
+    """
+    check_channel(channel)
+    current = store.read_pointer(channel)
+    current_id = current.release_id if current else None
+    if current is not None and current_id == release_id and action == "promote":
+        store.append_history(current)  # repair, in case the previous attempt died before writing it
+        return current, current.previous_release, False
+    if expected_current is not UNSET and current_id != expected_current:
+        raise _conflict(store, channel, release_id, expected_current, current_id)
+    if current is not None:
+        store.append_history(current)  # repair a history entry a crashed mover left out
+    new = ChannelPointer(
+        channel=channel,
+        release_id=release_id,
+        previous_release=current_id,
+        seq=(current.seq + 1) if current else 1,
+        action=action,
+    )
+    try:
+        store.write_pointer(new, replacing=current)
+    except PreconditionFailed:
+        now = store.read_pointer(channel)
+        raise _conflict(store, channel, release_id, current_id, now.release_id if now else None) from None
+    store.append_history(new)
+    log.info("%s: channel %s of %s now points at %s (was %s)", action, channel, store.uri, release_id, current_id)
+    return new, current_id, True
+
+
+def history(store: ModelStore, channel: str) -> list[ChannelPointer]:
+    """Every move of ``channel``, oldest first (including one a crashed mover left out of history)."""
+    check_channel(channel)
+    entries: list[ChannelPointer] = []
+    for info in store.backend.list(f"history/{channel}/"):
+        got = store.read_json(info.key)
+        if got is not None:
+            entries.append(ChannelPointer.from_doc(got[0]))
+    entries.sort(key=lambda p: p.seq)
+    current = store.read_pointer(channel)
+    if current is not None and (not entries or entries[-1].seq < current.seq):
+        entries.append(current)
+    return entries
+
+
+@dataclass
+class RollbackResult:
+    channel: str
+    from_release: str | None
+    to_release: str
+    seq: int
+    mlflow_alias: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _rollback_target(store: ModelStore, channel: str, current: str) -> str:
+    entries = history(store, channel)
+    rolled_back_from = {e.previous_release for e in entries if e.action == "rollback"}
+    for entry in reversed(entries):
+        rid = entry.release_id
+        if entry.action != "promote" or rid == current or rid in rolled_back_from:
+            continue
+        record = store.read_record(rid)
+        if record is not None:
+            return rid
+    raise StoreError(
+        f"rollback: channel {channel!r} in {store.uri} has no earlier complete release in its history "
+        f"(current {current!r}); name one with --to (see `model-release store releases`)"
+    )
+
+
+def rollback(
+    store: ModelStore,
+    channel: str,
+    to_release: str | None = None,
+    *,
+    follower: RegistryFollower | None = None,
+    expected_current: Any = UNSET,
+) -> RollbackResult:
+    """Move ``channel`` back to an earlier verified release.
+
+    Args:
+        store: the model store.
+        channel: the channel to move back.
+        to_release: the release to move to; None picks the most recent release promoted to this
+            channel before the current one that was not itself rolled back from.
+        follower: the registry to keep in step (MLflow alias), or None.
+        expected_current: as in :func:`move_channel`.
+
+    Raises:
+        StoreError: no pointer, no earlier release, or the target is not complete and verified.
+        ConflictError: the pointer moved meanwhile.
+    """
+    check_channel(channel)
+    current = store.read_pointer(channel)
+    if current is None:
+        raise StoreError(f"rollback: channel {channel!r} in {store.uri} points at nothing yet; promote a release first")
+    target = check_release_id(to_release) if to_release else _rollback_target(store, channel, current.release_id)
+    manifest = require_verified(store, target, purpose="rollback")
+    if target == current.release_id:
+        if current.action != "rollback":
+            raise StoreError(f"rollback: channel {channel!r} already points at {target!r}; name an earlier release")
+        pointer, previous = current, current.previous_release  # a retried rollback: only the registry is redone
+    else:
+        expected = current.release_id if expected_current is UNSET else expected_current
+        pointer, previous, _ = move_channel(store, channel, target, expected_current=expected, action="rollback")
+    result = RollbackResult(channel=channel, from_release=previous, to_release=target, seq=pointer.seq)
+    if follower is not None:
+        try:
+            result.mlflow_alias = follower.on_rollback(manifest, channel, target, report_uri(store, target, manifest))
+        except ModelReleaseError as exc:
+            raise type(exc)(f"channel {channel!r} was rolled back to {target!r}, but the registry did not follow: {exc}") from None
+        except Exception as exc:
+            raise ServiceUnavailable(
+                f"channel {channel!r} was rolled back to {target!r}, but the registry did not follow "
+                f"({type(exc).__name__}); rerun the rollback with --to {target} once the registry is reachable"
+            ) from None
+    return result

@@ -1,0 +1,105 @@
+"""``model-release store ...``: look at and operate a model store from a terminal.
+
+Commands (each takes ``--store URI``, default ``$MODEL_RELEASE_STORE``)::
+
+    history   --channel C              every move of a channel, oldest first
+    releases                           every release, complete or not, and who points at it
+    verify    RELEASE_ID [--deep]      check a release against its manifest (exit 5 when it fails)
+    rollback  --channel C [--to ID] [--mlflow-tracking-uri URI] [--alias production]
+    retention --keep N [--protect-days D] [--dry-run]
+
+Output is JSON on stdout; an error is one line on stderr and a non-zero exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from ..errors import ModelReleaseError
+from .channels import history, rollback
+from .layout import open_store
+from .registry import MlflowFollower
+from .retention import list_releases, retention
+from .verify import verify_release
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise _Usage(f"{self.prog}: {message}")
+
+
+class _Usage(Exception):
+    pass
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="model-release store", description="Inspect and operate a model store.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    def add(name: str, help_: str) -> argparse.ArgumentParser:
+        s = sub.add_parser(name, help=help_)
+        s.add_argument("--store", default=os.environ.get("MODEL_RELEASE_STORE"),
+                       help="s3://BUCKET[/PREFIX] or file:///PATH (default $MODEL_RELEASE_STORE)")
+        return s
+
+    s = add("history", "every move of a channel")
+    s.add_argument("--channel", default="production")
+    add("releases", "every release in the store")
+    s = add("verify", "check a release against its manifest")
+    s.add_argument("release_id")
+    s.add_argument("--deep", action="store_true", help="download and hash every object")
+    s = add("rollback", "move a channel back to an earlier verified release")
+    s.add_argument("--channel", default="production")
+    s.add_argument("--to", dest="to_release", default=None)
+    s.add_argument("--mlflow-tracking-uri", default=None, help="also move the MLflow alias")
+    s.add_argument("--alias", default="production")
+    s = add("retention", "delete releases nothing needs")
+    s.add_argument("--keep", type=int, required=True, help="history entries per channel whose releases are kept")
+    s.add_argument("--protect-days", type=float, default=7.0)
+    s.add_argument("--dry-run", action="store_true")
+    return p
+
+
+def _run(args: argparse.Namespace) -> tuple[Any, int]:
+    if not args.store:
+        raise _Usage("model-release store: --store is required (or set MODEL_RELEASE_STORE)")
+    store = open_store(args.store)
+    if args.command == "history":
+        return [p.to_doc() for p in history(store, args.channel)], 0
+    if args.command == "releases":
+        return [r.to_dict() for r in list_releases(store)], 0
+    if args.command == "verify":
+        report = verify_release(store, args.release_id, deep=args.deep)
+        return report.to_dict(), 0 if report.ok else 5
+    if args.command == "rollback":
+        follower = MlflowFollower(args.mlflow_tracking_uri, alias=args.alias) if args.mlflow_tracking_uri else None
+        return rollback(store, args.channel, args.to_release, follower=follower).to_dict(), 0
+    if args.command == "retention":
+        deleted = retention(store, args.keep, protect_days=args.protect_days, dry_run=args.dry_run)
+        return {"deleted": deleted, "dry_run": args.dry_run}, 0
+    raise _Usage(f"unknown command {args.command!r}")  # pragma: no cover - argparse refuses first
+
+
+def main(argv: list[str]) -> int:
+    """Run ``model-release store`` with ``argv`` (the words after ``store``); returns the exit code."""
+    if argv and argv[0] == "store":
+        argv = argv[1:]
+    try:
+        args = _parser().parse_args(argv)
+        out, code = _run(args)
+    except _Usage as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    except ModelReleaseError as exc:
+        print(f"model-release store: {exc.kind} error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return exc.exit_code
+    print(json.dumps(out, indent=2, sort_keys=True, default=str))
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main(sys.argv[1:]))

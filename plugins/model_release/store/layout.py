@@ -1,0 +1,229 @@
+"""Where things live in a model store, and the small JSON documents kept there.
+
+Keys, relative to the store root (``s3://bucket/prefix`` or ``file:///path``)::
+
+    releases/<release_id>/models/...      the Triton model repository (immutable once complete)
+    releases/<release_id>/reports/...     the canary report and other evidence
+    releases/<release_id>/release.json    the manifest: every file's sha256 and size (written after them)
+    releases/<release_id>/_COMPLETE       the verification record, written last: a release without it
+                                          is unfinished and no channel may point at it
+    channels/<channel>.json               the pointer, moved only by a conditional write
+    history/<channel>/<seq, 10 digits>.json   one entry per pointer move, never rewritten
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import re
+import socket
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from ..errors import SpecError, StoreError
+from .backend import PreconditionFailed, StoreBackend
+
+RELEASES = "releases/"
+MANIFEST = "release.json"
+MARKER = "_COMPLETE"
+FORMAT = 1
+_CHANNEL_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]{0,63}$")
+
+
+def check_channel(channel: str) -> str:
+    if not _CHANNEL_RE.match(channel or ""):
+        raise SpecError(
+            f"channel {channel!r} is not valid: use letters, digits, '_' and '-', starting with a letter "
+            "(at most 64), for example 'production'"
+        )
+    return channel
+
+
+def actor() -> str:
+    """Who moves a pointer: ``$MODEL_RELEASE_ACTOR`` or ``user@host``."""
+    if os.environ.get("MODEL_RELEASE_ACTOR"):
+        return os.environ["MODEL_RELEASE_ACTOR"]
+    try:
+        user = getpass.getuser()
+    except Exception:  # no passwd entry in some containers
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
+
+
+def utcnow() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def dumps(doc: Any) -> bytes:
+    return (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
+
+
+@dataclass
+class ChannelPointer:
+    """The content of ``channels/<channel>.json`` (and of each history entry).
+
+    Attributes:
+        channel: the channel's name.
+        release_id: the release it points at.
+        previous_release: the release it pointed at before this move (None for the first).
+        seq: 1 for the first move, then +1 per move; the history entry's number.
+        action: ``promote`` or ``rollback``.
+        updated_at: UTC time of the move.
+        updated_by: who moved it (``$MODEL_RELEASE_ACTOR`` or user@host).
+        etag: the stored object's etag when read (not serialised), for the next conditional write.
+    """
+
+    channel: str
+    release_id: str
+    previous_release: str | None
+    seq: int
+    action: str = "promote"
+    updated_at: str = field(default_factory=utcnow)
+    updated_by: str = field(default_factory=actor)
+    format: int = FORMAT
+    etag: str | None = field(default=None, compare=False)
+
+    def to_doc(self) -> dict[str, Any]:
+        doc = asdict(self)
+        doc.pop("etag")
+        return doc
+
+    @classmethod
+    def from_doc(cls, doc: dict[str, Any], etag: str | None = None) -> "ChannelPointer":
+        known = {k: doc[k] for k in ("channel", "release_id", "previous_release", "seq", "action", "updated_at", "updated_by", "format") if k in doc}
+        return cls(**known, etag=etag)
+
+
+class ModelStore:
+    """A model store: a backend plus the layout above.
+
+    Use :func:`open_store` to get one from a URI.
+    """
+
+    def __init__(self, backend: StoreBackend, *, endpoint_url: str | None = None) -> None:
+        self.backend = backend
+        self.uri = backend.uri
+        self.endpoint_url = endpoint_url
+
+    # -- keys ----------------------------------------------------------------------------------
+    @staticmethod
+    def release_prefix(release_id: str) -> str:
+        return f"{RELEASES}{release_id}/"
+
+    @staticmethod
+    def channel_key(channel: str) -> str:
+        return f"channels/{check_channel(channel)}.json"
+
+    @staticmethod
+    def history_key(channel: str, seq: int) -> str:
+        return f"history/{check_channel(channel)}/{seq:010d}.json"
+
+    def release_uri(self, release_id: str) -> str:
+        return f"{self.uri}/{self.release_prefix(release_id)}"
+
+    def triton_repository(self, release_id: str) -> str:
+        """The ``--model-repository`` argument that makes Triton load this release's models.
+
+        ``s3://bucket/prefix/releases/<id>/models`` on AWS; ``s3://host:port/bucket/...`` for a
+        private endpoint (moto, MinIO); a plain absolute path for a local-folder store.
+        """
+        rest = f"{self.release_prefix(release_id)}models"
+        if self.uri.startswith("file://"):
+            return str(Path(unquote(urlparse(self.uri).path)) / rest)
+        if self.endpoint_url:
+            host = urlparse(self.endpoint_url).netloc
+            return f"s3://{host}/{self.uri[len('s3://'):]}/{rest}"
+        return f"{self.uri}/{rest}"
+
+    # -- documents -----------------------------------------------------------------------------
+    def read_json(self, key: str) -> tuple[dict[str, Any], str] | None:
+        got = self.backend.get_bytes(key)
+        if got is None:
+            return None
+        data, etag = got
+        try:
+            return json.loads(data), etag
+        except ValueError:
+            raise StoreError(f"{self.uri}/{key} is not valid JSON; it was not written by model-release or is damaged") from None
+
+    def read_pointer(self, channel: str) -> ChannelPointer | None:
+        got = self.read_json(self.channel_key(channel))
+        return None if got is None else ChannelPointer.from_doc(got[0], etag=got[1])
+
+    def write_pointer(self, pointer: ChannelPointer, *, replacing: ChannelPointer | None) -> ChannelPointer:
+        """Write the pointer only if the stored one is still ``replacing`` (absent when None).
+
+        Raises:
+            PreconditionFailed: someone else wrote the pointer meanwhile.
+        """
+        key = self.channel_key(pointer.channel)
+        data = dumps(pointer.to_doc())
+        if replacing is None:
+            etag = self.backend.put_bytes(key, data, if_none_match=True)
+        else:
+            if not replacing.etag:
+                raise PreconditionFailed("the pointer being replaced has no etag")
+            etag = self.backend.put_bytes(key, data, if_match=replacing.etag)
+        pointer.etag = etag
+        return pointer
+
+    def append_history(self, pointer: ChannelPointer) -> None:
+        """Record a pointer move; an entry that exists already is left as it is."""
+        try:
+            self.backend.put_bytes(self.history_key(pointer.channel, pointer.seq), dumps(pointer.to_doc()), if_none_match=True)
+        except PreconditionFailed:
+            pass
+
+    def read_manifest(self, release_id: str) -> tuple[dict[str, Any], bytes] | None:
+        got = self.backend.get_bytes(self.release_prefix(release_id) + MANIFEST)
+        if got is None:
+            return None
+        try:
+            return json.loads(got[0]), got[0]
+        except ValueError:
+            raise StoreError(f"{self.release_uri(release_id)}{MANIFEST} is not valid JSON; the release is damaged") from None
+
+    def read_record(self, release_id: str) -> dict[str, Any] | None:
+        got = self.read_json(self.release_prefix(release_id) + MARKER)
+        return None if got is None else got[0]
+
+    def channels(self) -> list[str]:
+        return sorted(o.key[len("channels/") : -len(".json")] for o in self.backend.list("channels/") if o.key.endswith(".json"))
+
+    def release_ids(self) -> list[str]:
+        return self.backend.list_dirs(RELEASES)
+
+    def __repr__(self) -> str:
+        return f"ModelStore({self.uri!r})"
+
+
+def open_store(uri: str, *, s3_client: Any | None = None) -> ModelStore:
+    """Open a model store.
+
+    Args:
+        uri: ``s3://BUCKET[/PREFIX]`` or ``file:///ABSOLUTE/PATH``.
+        s3_client: a boto3 S3 client to use (for example built from an Airflow connection); when
+            None one is built from the standard AWS chain, with the endpoint from
+            ``MODEL_RELEASE_S3_ENDPOINT_URL`` or ``AWS_ENDPOINT_URL`` when set.
+
+    Raises:
+        SpecError: the URI is neither form.
+    """
+    parsed = urlparse(uri)
+    if parsed.scheme == "s3" and parsed.netloc:
+        from .s3 import S3Backend, default_client
+
+        client = s3_client if s3_client is not None else default_client()
+        endpoint = getattr(getattr(client, "meta", None), "endpoint_url", None)
+        if endpoint and endpoint.rstrip("/").endswith("amazonaws.com"):
+            endpoint = None
+        return ModelStore(S3Backend(parsed.netloc, parsed.path, client), endpoint_url=endpoint)
+    if parsed.scheme == "file" and parsed.path.startswith("/") and parsed.netloc in ("", "localhost"):
+        from .localfs import FileBackend
+
+        return ModelStore(FileBackend(Path(unquote(parsed.path))))
+    raise SpecError(f"store URI {uri!r} is not valid; use s3://BUCKET[/PREFIX] or file:///ABSOLUTE/PATH")

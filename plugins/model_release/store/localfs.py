@@ -1,0 +1,158 @@
+"""The local-folder backend: the same store layout and guarantees on one machine's disk.
+
+Objects are files under the root. Every write goes to a temporary file in the same folder and
+is renamed into place (``os.replace``), so a reader sees a whole file or none. Conditional writes
+take an exclusive ``flock`` on a per-key lock file under ``<root>/.locks/``, compare the current
+content's SHA-256 (the local etag) and replace; ``flock`` locks belong to an open file, so they
+exclude other threads as well as other processes. The stored checksum of an object is its
+SHA-256, computed when asked (so checks read the bytes: local reads are cheap).
+"""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import hashlib
+import os
+import shutil
+import tempfile
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterator
+
+from ..errors import StoreError
+from ..workspace import sha256_file
+from .backend import ObjectInfo, PreconditionFailed
+
+
+class FileBackend:
+    """Objects under a local folder ``root`` (created when missing)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.uri = self.root.resolve().as_uri()
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create the local store folder {self.root}: {exc.strerror}; pick a writable path") from None
+
+    def _path(self, key: str) -> Path:
+        if key.startswith("/") or ".." in key.split("/"):
+            raise StoreError(f"store key {key!r} escapes the store root; keys are relative POSIX paths")
+        return self.root / key
+
+    @contextmanager
+    def _locked(self, key: str) -> Iterator[None]:
+        locks = self.root / ".locks"
+        locks.mkdir(exist_ok=True)
+        with open(locks / (key.replace("/", "__") + ".lock"), "a+b") as f:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+    def _write_atomic(self, path: Path, writer) -> None:  # type: ignore[no-untyped-def]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                writer(f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    # -- StoreBackend --------------------------------------------------------------------------
+    def head(self, key: str) -> ObjectInfo | None:
+        p = self._path(key)
+        try:
+            st = p.stat()
+            digest = sha256_file(p)
+        except FileNotFoundError:
+            return None
+        return ObjectInfo(
+            key=key,
+            size=st.st_size,
+            etag=digest,
+            checksum_sha256=base64.b64encode(bytes.fromhex(digest)).decode(),
+            last_modified=datetime.fromtimestamp(st.st_mtime, timezone.utc),
+        )
+
+    def get_bytes(self, key: str) -> tuple[bytes, str] | None:
+        try:
+            data = self._path(key).read_bytes()
+        except FileNotFoundError:
+            return None
+        return data, hashlib.sha256(data).hexdigest()
+
+    def put_bytes(self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None) -> str:
+        p = self._path(key)
+        if not if_none_match and if_match is None:
+            self._write_atomic(p, lambda f: f.write(data))
+            return hashlib.sha256(data).hexdigest()
+        with self._locked(key):
+            current = self.get_bytes(key)
+            if if_none_match and current is not None:
+                raise PreconditionFailed(f"{key} exists")
+            if if_match is not None and (current is None or current[1] != if_match):
+                raise PreconditionFailed(f"{key} changed")
+            self._write_atomic(p, lambda f: f.write(data))
+        return hashlib.sha256(data).hexdigest()
+
+    def part_size(self, size: int) -> int | None:
+        return None
+
+    def put_file(self, key: str, path: Path, *, sha256: str, size: int, part_digests: list[bytes] | None) -> None:
+        def copy(f) -> None:  # type: ignore[no-untyped-def]
+            with open(path, "rb") as src:
+                shutil.copyfileobj(src, f, 1 << 20)
+
+        self._write_atomic(self._path(key), copy)
+
+    def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        base = self._path(prefix.rstrip("/")) if prefix.strip("/") else self.root
+        start = base if base.is_dir() else base.parent
+        for dirpath, dirnames, filenames in os.walk(start):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            for name in sorted(filenames):
+                if name.startswith("."):
+                    continue
+                p = Path(dirpath) / name
+                rel = p.relative_to(self.root).as_posix()
+                if not rel.startswith(prefix):
+                    continue
+                try:
+                    st = p.stat()
+                except FileNotFoundError:
+                    continue
+                yield ObjectInfo(key=rel, size=st.st_size, last_modified=datetime.fromtimestamp(st.st_mtime, timezone.utc))
+
+    def list_dirs(self, prefix: str) -> list[str]:
+        base = self._path(prefix.rstrip("/"))
+        if not base.is_dir():
+            return []
+        return sorted(d.name for d in base.iterdir() if d.is_dir() and not d.name.startswith("."))
+
+    def delete(self, keys: list[str]) -> None:
+        parents: set[Path] = set()
+        for key in keys:
+            p = self._path(key)
+            p.unlink(missing_ok=True)
+            parents.add(p.parent)
+        for parent in sorted(parents, key=lambda q: len(q.parts), reverse=True):
+            while parent != self.root and parent.is_relative_to(self.root):
+                try:
+                    parent.rmdir()
+                except OSError:
+                    break
+                parent = parent.parent
+
+    def sha256_of(self, key: str) -> str | None:
+        try:
+            return sha256_file(self._path(key))
+        except FileNotFoundError:
+            return None

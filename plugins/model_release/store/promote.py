@@ -1,0 +1,323 @@
+"""Promotion: stage a release into its immutable prefix, verify it, then move the channel.
+
+Order of writes, so that a failure at any point leaves nothing that looks complete:
+
+1. objects already in the store with the manifest's size and SHA-256 are kept (resume);
+2. the local files still to upload are checked against the manifest; a mismatch stops here
+   with nothing uploaded;
+3. the rest are uploaded in parallel (multipart with SHA-256 checksums for large files) and
+   objects under the prefix that the manifest does not list are deleted;
+4. every object is read back and checked against the manifest;
+5. ``release.json`` is written, then the ``_COMPLETE`` record (the release now exists);
+6. the channel pointer is moved by a conditional write, history appended;
+7. the registry follower (MLflow alias and tags) is called.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+import time
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from ..errors import ChecksumMismatch, ModelReleaseError, ServiceUnavailable, StoreError
+from ..types import PromoteResult
+from ..workspace import check_release_id
+from .backend import PreconditionFailed, hash_file, object_problem, composite_b64
+from .channels import UNSET, move_channel
+from .layout import FORMAT, MANIFEST, MARKER, ModelStore, check_channel, dumps, utcnow
+from .registry import RegistryFollower, model_ref, report_uri
+from .verify import VerifyReport, manifest_files, verify_release
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Progress:
+    """Where an upload stands; passed to the ``progress`` callback and logged."""
+
+    release_id: str
+    files_done: int
+    files_total: int
+    bytes_done: int
+    bytes_total: int
+    skipped: int
+
+
+@dataclass
+class StageResult:
+    release_id: str
+    objects: int
+    bytes: int
+    uploaded: int
+    skipped: int
+    already_complete: bool
+    manifest: dict[str, Any]
+
+
+class _Tracker:
+    def __init__(self, release_id: str, files: int, size: int, skipped: int, skipped_bytes: int,
+                 callback: Callable[[Progress], None] | None, every: float = 2.0) -> None:
+        self.p = Progress(release_id, skipped, files, skipped_bytes, size, skipped)
+        self.callback = callback
+        self.every = every
+        self.last = 0.0
+        self.lock = threading.Lock()
+
+    def done(self, size: int) -> None:
+        with self.lock:
+            self.p.files_done += 1
+            self.p.bytes_done += size
+            now = time.monotonic()
+            final = self.p.files_done == self.p.files_total
+            snapshot = Progress(**self.p.__dict__)
+            if final or now - self.last >= self.every:
+                self.last = now
+                log.info(
+                    "promote %s: %d/%d files, %.1f/%.1f MiB (%d already in the store)",
+                    snapshot.release_id, snapshot.files_done, snapshot.files_total,
+                    snapshot.bytes_done / 2**20, snapshot.bytes_total / 2**20, snapshot.skipped,
+                )
+        if self.callback is not None:
+            self.callback(snapshot)
+
+
+def _run_all(pool: ThreadPoolExecutor, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+    """Run fn over items in the pool; on the first failure cancel what has not started and re-raise."""
+    futures: list[Future[Any]] = [pool.submit(fn, item) for item in items]
+    done, pending = wait(futures, return_when=FIRST_EXCEPTION)
+    for f in done:
+        if f.exception() is not None:
+            for p in pending:
+                p.cancel()
+            wait(pending)
+            raise f.exception()  # type: ignore[misc]
+    return [f.result() for f in futures]
+
+
+def _check_local(release_dir: Path, files: dict[str, dict[str, Any]]) -> None:
+    on_disk = {p.relative_to(release_dir).as_posix() for p in release_dir.rglob("*") if p.is_file()} - {MANIFEST}
+    missing = sorted(set(files) - on_disk)
+    extra = sorted(on_disk - set(files))
+    if missing or extra:
+        raise ChecksumMismatch(
+            f"release folder {release_dir} does not match its release.json: "
+            + (f"missing {missing[:5]}" if missing else "")
+            + ("; " if missing and extra else "")
+            + (f"not in the manifest {extra[:5]}" if extra else "")
+            + ". Rebuild the release (assemble writes the manifest from the files); nothing was uploaded.",
+            stage="promote",
+        )
+
+
+def stage_release(
+    release_dir: Path,
+    release_id: str,
+    store: ModelStore,
+    *,
+    workers: int = 16,
+    progress: Callable[[Progress], None] | None = None,
+) -> StageResult:
+    """Upload, verify and complete ``releases/<release_id>/`` (steps 1-5 of the module docstring).
+
+    Args:
+        release_dir: a local folder laid out as the release prefix, with ``release.json``.
+        release_id: the release id (the prefix name).
+        store: the model store.
+        workers: parallel uploads and checks.
+        progress: called after each file with a :class:`Progress`.
+
+    Raises:
+        ChecksumMismatch: a local file differs from the manifest (nothing uploaded), or a stored
+            object does not verify after upload (the release is left incomplete).
+        StoreError: the release id exists in the store, complete, with a different manifest.
+        ServiceUnavailable: the store stopped answering (rerun to resume).
+    """
+    check_release_id(release_id)
+    release_dir = Path(release_dir)
+    manifest_path = release_dir / MANIFEST
+    try:
+        raw = manifest_path.read_bytes()
+        manifest = json.loads(raw)
+    except FileNotFoundError:
+        raise ChecksumMismatch(f"{manifest_path} is missing; a release folder needs its manifest", stage="promote") from None
+    except ValueError:
+        raise ChecksumMismatch(f"{manifest_path} is not valid JSON; rebuild the release", stage="promote") from None
+    files = manifest_files(manifest, str(manifest_path))
+    _check_local(release_dir, files)
+    prefix = store.release_prefix(release_id)
+    total_bytes = sum(e["size"] for e in files.values())
+
+    record = store.read_record(release_id)
+    if record is not None:
+        if record.get("manifest_sha256") != hashlib.sha256(raw).hexdigest():
+            raise StoreError(
+                f"release {release_id!r} already exists complete in {store.uri} with a different release.json; "
+                "released prefixes are immutable: build a new release id",
+                stage="promote",
+            )
+        verify_release(store, release_id, workers=workers).raise_for_problems(store.uri)
+        log.info("promote %s: already complete and verified in %s", release_id, store.uri)
+        return StageResult(release_id, len(files), total_bytes, 0, len(files), True, manifest)
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="promote") as pool:
+        # 1. what is there already (one listing, then a HEAD only for objects of the right size)
+        listed = {o.key[len(prefix):]: o for o in store.backend.list(prefix)}
+        candidates = [p for p, e in files.items() if p in listed and listed[p].size == e["size"]]
+        heads = _run_all(pool, lambda p: (p, store.backend.head(prefix + p)), candidates)
+        present = {p for p, info in heads if object_problem(info, files[p]["sha256"], files[p]["size"]) is None}
+        todo = sorted(set(files) - present)
+
+        # 2. the local files still to upload must match the manifest before anything is sent
+        def local(path: str) -> tuple[str, str, list[bytes] | None]:
+            entry = files[path]
+            actual = (release_dir / path).stat().st_size
+            digest, parts = hash_file(release_dir / path, store.backend.part_size(entry["size"]) if actual == entry["size"] else None)
+            return path, digest if actual == entry["size"] else f"{digest} (size {actual})", parts
+
+        hashed = _run_all(pool, local, todo)
+        bad = [(p, d) for p, d, _ in hashed if d != files[p]["sha256"]]
+        if bad:
+            p, d = bad[0]
+            raise ChecksumMismatch(
+                f"local file {release_dir / p} does not match release.json: sha256 {d} != manifest sha256 "
+                f"{files[p]['sha256']} (size {files[p]['size']})"
+                + (f"; {len(bad) - 1} more file(s) differ" if len(bad) > 1 else "")
+                + ". The release folder changed after it was assembled; rebuild it. Nothing was uploaded.",
+                stage="promote",
+            )
+        parts_of = {p: parts for p, _, parts in hashed}
+
+        # 3. upload, in parallel, largest first so the big multipart transfer overlaps the small ones
+        stale = sorted(k for k in listed if k not in files and k not in (MANIFEST, MARKER))
+        if stale:
+            store.backend.delete([prefix + k for k in stale])
+        tracker = _Tracker(release_id, len(files), total_bytes, len(present),
+                           sum(files[p]["size"] for p in present), progress)
+
+        def upload(path: str) -> None:
+            entry = files[path]
+            store.backend.put_file(prefix + path, release_dir / path, sha256=entry["sha256"], size=entry["size"],
+                                   part_digests=parts_of.get(path))
+            tracker.done(entry["size"])
+
+        if not todo:
+            log.info("promote %s: all %d files already in %s", release_id, len(files), store.uri)
+        _run_all(pool, upload, sorted(todo, key=lambda p: -files[p]["size"]))
+
+        # 4. read every object back and check it against the manifest
+        composites = {p: composite_b64(parts) for p, parts in parts_of.items() if parts}
+
+        def check(path: str) -> tuple[str, str | None]:
+            info = store.backend.head(prefix + path)
+            return path, object_problem(info, files[path]["sha256"], files[path]["size"], composite=composites.get(path))
+
+        problems = {p: why for p, why in _run_all(pool, check, sorted(files)) if why}
+    if problems:
+        VerifyReport(release_id, True, len(files), total_bytes, problems).raise_for_problems(store.uri)
+
+    # 5. the manifest, then the completion record: only now does the release exist
+    store.backend.put_bytes(prefix + MANIFEST, raw)
+    record = {
+        "format": FORMAT,
+        "release_id": release_id,
+        "manifest_sha256": hashlib.sha256(raw).hexdigest(),
+        "objects": len(files),
+        "bytes": total_bytes,
+        "composite": {p: c for p, c in sorted(composites.items())}
+        | {p: c for p, c in _present_composites(store, prefix, present, files).items()},
+        "verified_at": utcnow(),
+        "verified_by": "read-back of each object's stored SHA-256 checksum",
+    }
+    try:
+        store.backend.put_bytes(prefix + MARKER, dumps(record), if_none_match=True)
+    except PreconditionFailed:
+        other = store.read_record(release_id)
+        if not other or other.get("manifest_sha256") != record["manifest_sha256"]:
+            raise StoreError(f"release {release_id!r} was completed by another writer with a different manifest", stage="promote") from None
+    log.info("promote %s: %d files, %.1f MiB verified and complete in %s (%d uploaded, %d already there)",
+             release_id, len(files), total_bytes / 2**20, store.uri, len(todo), len(present))
+    return StageResult(release_id, len(files), total_bytes, len(todo), len(present), False, manifest)
+
+
+def _present_composites(store: ModelStore, prefix: str, present: set[str], files: dict[str, Any]) -> dict[str, str]:
+    """Composite checksums of multipart objects kept from an earlier attempt (from their metadata)."""
+    out: dict[str, str] = {}
+    for path in present:
+        if store.backend.part_size(files[path]["size"]) is None:
+            continue
+        info = store.backend.head(prefix + path)
+        if info is not None and info.multipart and info.checksum_sha256:
+            out[path] = info.checksum_sha256
+    return out
+
+
+def promote(
+    release_dir: Path,
+    release_id: str,
+    store: ModelStore,
+    channel: str,
+    *,
+    follower: RegistryFollower | None = None,
+    expected_current: Any = UNSET,
+    progress: Callable[[Progress], None] | None = None,
+    workers: int = 16,
+) -> PromoteResult:
+    """Promote a release folder to ``channel`` of the store: stage, verify, swap the pointer.
+
+    Args:
+        release_dir: local folder laid out as the release prefix (``release.json``, ``models/``, ``reports/``).
+        release_id: the release id.
+        store: from :func:`open_store`.
+        channel: the channel to point at the release (for example ``production``).
+        follower: the registry to keep in step (``MlflowFollower``), or None.
+        expected_current: the release the caller saw as current (None: no pointer yet); a pointer
+            found elsewhere fails with ``ConflictError``. UNSET: whatever is current when read.
+        progress: called after each uploaded file.
+        workers: parallel transfers.
+
+    Returns:
+        The ``PromoteResult``. A rerun of a promotion that already happened changes nothing and
+        returns the same release (and calls the follower again).
+
+    Raises:
+        ChecksumMismatch: local files or stored objects differ from the manifest; the pointer did not move.
+        ConflictError: another promotion moved the channel first; ``.winner`` names its release.
+        ServiceUnavailable: the store (or the registry, after the move) did not answer.
+    """
+    check_release_id(release_id)
+    check_channel(channel)
+    if follower is not None:
+        manifest = json.loads((Path(release_dir) / MANIFEST).read_text()) if (Path(release_dir) / MANIFEST).is_file() else {}
+        model_ref(manifest, where=str(Path(release_dir) / MANIFEST))  # refuse before uploading, not after moving
+    staged = stage_release(Path(release_dir), release_id, store, workers=workers, progress=progress)
+    pointer, previous, moved = move_channel(store, channel, release_id, expected_current=expected_current)
+    result = PromoteResult(
+        release_id=release_id,
+        store_uri=store.uri,
+        release_prefix=store.release_uri(release_id),
+        channel=channel,
+        previous_release=previous,
+        objects=staged.objects,
+        bytes=staged.bytes,
+        uploaded=staged.uploaded,
+        skipped=staged.skipped,
+    )
+    if follower is not None:
+        try:
+            result.mlflow_alias = follower.on_promote(staged.manifest, channel, release_id,
+                                                      report_uri(store, release_id, staged.manifest))
+        except ModelReleaseError as exc:
+            raise type(exc)(f"channel {channel!r} now points at {release_id!r}, but the registry did not follow: {exc}. "
+                            "Rerun the promotion once fixed: it is idempotent.") from None
+        except Exception as exc:
+            raise ServiceUnavailable(
+                f"channel {channel!r} now points at {release_id!r}, but the registry did not follow ({type(exc).__name__}). "
+                "Rerun the promotion once the registry is reachable: it is idempotent."
+            ) from None
+    return result
