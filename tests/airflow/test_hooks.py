@@ -56,3 +56,23 @@ def store_client(store):
             return getattr(store, attr)
     backend = getattr(store, "backend", None)
     return store_client(backend) if backend is not None else pytest.fail("the S3 store exposes no client")
+
+
+def test_user_errors_fail_the_task_without_retry_and_infra_errors_retry() -> None:
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from model_release.airflow.tasks import no_retry_on_user_error
+    from model_release.errors import ServiceUnavailable, SpecError
+
+    @no_retry_on_user_error
+    def bad_spec() -> None:
+        raise SpecError("release spec 'x' is invalid: name: ...")
+
+    @no_retry_on_user_error
+    def server_down() -> None:
+        raise ServiceUnavailable("S3 endpoint did not answer")
+
+    with pytest.raises(AirflowFailException, match=r"\[spec\] release spec 'x' is invalid"):
+        bad_spec()
+    with pytest.raises(ServiceUnavailable):
+        server_down()

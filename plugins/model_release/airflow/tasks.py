@@ -9,16 +9,41 @@ Stage results themselves live in the release workspace; a retried task finds the
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from airflow.sdk.exceptions import AirflowFailException
+
+from ..errors import UserError
 
 from ..pipeline import Services
 from ..spec import ReleaseSpec, load_spec
 from ..types import AssembleResult, CanaryResult, ExportResult, IntakeResult, TensorRTResult
 from ..workspace import Workspace, check_release_id
 from .hooks import MlflowHook, ModelStoreHook, TritonCanaryHook
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def no_retry_on_user_error(fn: F) -> F:
+    """A bad spec, an unknown model or a failed gate will fail again: fail the task without retries.
+
+    Infrastructure errors propagate unchanged, so Airflow retries them.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except UserError as exc:
+            raise AirflowFailException(f"[{exc.kind}] {exc}") from exc
+
+    return wrapper  # type: ignore[return-value]
+
 
 HOME = Path(os.environ.get("MODEL_RELEASE_HOME", Path(__file__).resolve().parents[3]))
 
@@ -40,6 +65,7 @@ def _services(ref: dict[str, Any], *, store: bool = False, triton: bool = False)
     )
 
 
+@no_retry_on_user_error
 def start(params: dict[str, Any], run_id: str, run_after: Any) -> dict[str, Any]:
     """Validate the spec and the trigger's parameters; name the release (stable across retries)."""
     spec_path = Path(params["spec"])
@@ -66,6 +92,7 @@ def start(params: dict[str, Any], run_id: str, run_after: Any) -> dict[str, Any]
     }
 
 
+@no_retry_on_user_error
 def intake(ref: dict[str, Any]) -> dict[str, Any]:
     from ..pipeline import run_intake
 
@@ -73,6 +100,7 @@ def intake(ref: dict[str, Any]) -> dict[str, Any]:
     return {**ref, "intake": {"model": result.model_uri, "run_id": result.run_id, "digest": result.content_digest}}
 
 
+@no_retry_on_user_error
 def export(ref: dict[str, Any]) -> dict[str, Any]:
     from ..pipeline import run_export
 
@@ -81,6 +109,7 @@ def export(ref: dict[str, Any]) -> dict[str, Any]:
     return {**ref, "export": {"onnx_sha256": result.onnx_sha256, "cached": result.cached, "golden_rows": result.golden_rows}}
 
 
+@no_retry_on_user_error
 def tensorrt(ref: dict[str, Any]) -> dict[str, Any]:
     from ..pipeline import run_tensorrt
 
@@ -89,6 +118,7 @@ def tensorrt(ref: dict[str, Any]) -> dict[str, Any]:
     return {**ref, "tensorrt": {"built": result.built, "reason": result.reason, "plan_sha256": result.plan_sha256}}
 
 
+@no_retry_on_user_error
 def assemble(ref: dict[str, Any]) -> dict[str, Any]:
     from ..pipeline import run_assemble
 
@@ -100,6 +130,7 @@ def assemble(ref: dict[str, Any]) -> dict[str, Any]:
     return {**ref, "repository": {"entry_model": result.entry_model, "models": result.models, "warnings": len(result.warnings)}}
 
 
+@no_retry_on_user_error
 def canary(ref: dict[str, Any]) -> dict[str, Any]:
     from ..pipeline import run_canary
 
@@ -111,6 +142,7 @@ def canary(ref: dict[str, Any]) -> dict[str, Any]:
     return {**ref, "canary": {"passed": result.passed, "summary": result.summary, "report": result.report_json}}
 
 
+@no_retry_on_user_error
 def promote(ref: dict[str, Any]) -> dict[str, Any]:
     from ..pipeline import run_promote
 
