@@ -31,7 +31,8 @@ fi
 want=$(stamp_of requirements.lock pyproject.toml infra/local/setup.sh)
 if [ "$(cat .venv/.model-release-stamp 2>/dev/null)" != "$want" ]; then
   say "syncing .venv with requirements.lock (about 1 minute the first time)"
-  VIRTUAL_ENV=$root/.venv .venv/bin/uv pip sync -q --python .venv/bin/python requirements.lock
+  # install (not sync): sync would remove torch, which comes from pip below
+  VIRTUAL_ENV=$root/.venv .venv/bin/uv pip install -q --python .venv/bin/python -r requirements.lock
   VIRTUAL_ENV=$root/.venv .venv/bin/uv pip install -q --python .venv/bin/python --no-deps -e .
   # torch comes from pip, not uv: pip's find-links holds the CPU wheel on these machines, where
   # uv would download a multi-GB CUDA build. Skip with MODEL_RELEASE_NO_TORCH=1.
