@@ -1,0 +1,10 @@
+"""The assemble stage and the repository linter.
+
+- :mod:`.config` reads and writes config.pbtxt through Triton's own ModelConfig protobuf;
+- :mod:`.shapes` validates the ``cascade`` and ``fanout`` blocks of the release spec;
+- :mod:`.render` renders BLS ``model.py`` files from ``model_repository_template/`` with values
+  only as checked literals;
+- :mod:`.assemble` writes a versioned Triton repository and its manifest (:mod:`.manifest`);
+- :mod:`.lint` (with :mod:`.lint_ensemble`, :mod:`.lint_python`) checks a repository the way
+  Triton would at load time, and more; :mod:`.lint_cli` is ``model-release lint``.
+"""

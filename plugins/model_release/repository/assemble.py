@@ -1,0 +1,380 @@
+"""The assemble stage: a versioned Triton model repository and its manifest, lint-clean.
+
+Shapes (``repository.shape`` in the spec) and the models each writes, ``N`` being the spec's name:
+
+- ``single``: ``N``, the ONNX model (or TensorRT plan) itself, outputs unchanged;
+- ``classifier``: the ensemble ``N`` = [``N_preprocess`` (python, optional)] -> ``N_model`` ->
+  ``N_postprocess`` (python: top-k label names); outputs ``probabilities`` and ``label``;
+- ``cascade``: the BLS router ``N`` over ``N_small`` and ``N_large`` (see :mod:`.shapes`);
+  outputs the cascade output and ``answered_by``;
+- ``fanout``: the BLS stage ``N`` over ``N_<member>`` for every member; outputs the combined output.
+
+Every model lives in ``models/<model>/<version>/`` with the version from ``repository.model_version``
+(default 1) and an explicit version policy naming it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tritonclient.grpc import model_config_pb2 as mc
+
+from ..dtypes import numpy_from_triton
+from ..errors import AssembleError, LintError
+from ..spec import ReleaseSpec
+from ..types import AssembleResult, ExportResult, IntakeResult, TensorRTResult, TensorSpec
+from ..workspace import Workspace
+from . import config as cfg
+from .lint import lint_repository
+from .manifest import build_manifest, write_manifest
+from .onnx_io import onnx_io
+from .render import render
+from .shapes import RELEASE, CascadeSpec, FanoutSpec, parse_block
+
+PROBABILITIES = "probabilities"
+LABEL = "label"
+ANSWERED_BY = "answered_by"
+
+
+@dataclass
+class ModelDir:
+    """One model to write: its config and the files of its version folder (name -> bytes or a file to copy)."""
+
+    name: str
+    config: mc.ModelConfig
+    files: dict[str, bytes | Path] = field(default_factory=dict)
+
+
+@dataclass
+class _Leaf:
+    """A model file and its tensors."""
+
+    path: Path
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+    plan: bool = False
+
+
+def assemble(
+    spec: ReleaseSpec,
+    intake: IntakeResult,
+    export: ExportResult,
+    ws: Workspace,
+    *,
+    tensorrt: TensorRTResult | None = None,
+) -> AssembleResult:
+    """Write the release's Triton repository (``models/``) and manifest (``release.json``).
+
+    Args:
+        spec: the release spec (``repository`` decides the shape).
+        intake: the intake result (classes, lineage).
+        export: the exported ONNX model and its tensors.
+        ws: the release workspace; writes into ``ws.stage_dir("repository", fresh=True)``.
+        tensorrt: when built, the leaf serves its plan instead of the ONNX file.
+
+    Returns:
+        Where the repository and manifest are, the entry model, load order and versions.
+
+    Raises:
+        SpecError: the cascade or fanout block is invalid.
+        AssembleError: the spec, template or model disagree (the message says which and how to fix).
+        LintError: the written repository has errors Triton would reject (each one listed).
+    """
+    release_dir = ws.stage_dir("repository", fresh=True)
+    models_dir = release_dir / "models"
+    version = spec.repository.model_version or 1
+    release_leaf = _release_leaf(export, tensorrt)
+    shape = spec.repository.shape
+    if shape == "single":
+        entry, models = spec.name, [_leaf_model(spec.name, release_leaf, spec)]
+    elif shape == "classifier":
+        entry, models = spec.name, _classifier(spec, intake, release_leaf)
+    elif shape == "cascade":
+        entry, models = spec.name, _cascade(spec, release_leaf, parse_block("cascade", spec.repository.cascade))
+    elif shape == "fanout":
+        entry, models = spec.name, _fanout(spec, release_leaf, parse_block("fanout", spec.repository.fanout))
+    else:  # pragma: no cover - the spec's Literal refuses it first
+        raise AssembleError(f"repository.shape {shape!r} is unknown; valid: classifier, cascade, fanout, single")
+    for model in models:
+        _write_model(models_dir, model, version)
+
+    report = lint_repository(models_dir)
+    if report.errors:
+        raise LintError(
+            f"the assembled repository {models_dir} has {len(report.errors)} error(s) Triton would reject:\n"
+            + "\n".join(f"  {finding}" for finding in report.errors),
+            stage="assemble",
+        )
+    versions = {model.name: version for model in models}
+    manifest = build_manifest(
+        release_id=ws.release_id,
+        spec=spec,
+        intake=intake,
+        export=export,
+        tensorrt=tensorrt,
+        entry_model=entry,
+        load_order=report.load_order,
+        models=versions,
+        release_dir=release_dir,
+    )
+    manifest_path = release_dir / "release.json"
+    write_manifest(manifest_path, manifest)
+    return AssembleResult(
+        repository_dir=str(models_dir.resolve()),
+        manifest_path=str(manifest_path.resolve()),
+        entry_model=entry,
+        load_order=report.load_order,
+        models=versions,
+        warnings=[str(finding) for finding in report.warnings],
+    )
+
+
+# --- the models of each shape -------------------------------------------------------------------
+
+
+def _release_leaf(export: ExportResult, tensorrt: TensorRTResult | None) -> _Leaf:
+    if tensorrt is not None and tensorrt.built:
+        if not tensorrt.plan_path or not Path(tensorrt.plan_path).is_file():
+            raise AssembleError(
+                f"tensorrt.built is true but its plan {tensorrt.plan_path!r} is not a file; rerun the tensorrt stage"
+            )
+        return _Leaf(Path(tensorrt.plan_path), list(export.inputs), list(export.outputs), plan=True)
+    if not Path(export.onnx_path).is_file():
+        raise AssembleError(f"export.onnx_path {export.onnx_path!r} is not a file; rerun the export stage")
+    return _Leaf(Path(export.onnx_path), list(export.inputs), list(export.outputs))
+
+
+def _member_leaf(spec: ReleaseSpec, source: str, release: _Leaf) -> _Leaf:
+    if source == RELEASE:
+        return release
+    path = spec.resolve_path(source)
+    inputs, outputs = onnx_io(path)
+    return _Leaf(path, inputs, outputs)
+
+
+def _leaf_model(name: str, leaf: _Leaf, spec: ReleaseSpec) -> ModelDir:
+    repo = spec.repository
+    config = mc.ModelConfig(name=name, max_batch_size=repo.max_batch_size)
+    if leaf.plan:
+        config.platform = "tensorrt_plan"
+        filename = "model.plan"
+    else:
+        config.backend = "onnxruntime"
+        filename = "model.onnx"
+    for t in leaf.inputs:
+        cfg.add_input(config, t.name, t.datatype, t.dims)
+    for t in leaf.outputs:
+        cfg.add_output(config, t.name, t.datatype, t.dims)
+    kind = mc.ModelInstanceGroup.KIND_GPU if leaf.plan else mc.ModelInstanceGroup.KIND_AUTO
+    config.instance_group.add(count=repo.instances, kind=kind)
+    _dynamic_batching(config, spec)
+    return ModelDir(name, config, {filename: leaf.path})
+
+
+def _dynamic_batching(config: mc.ModelConfig, spec: ReleaseSpec) -> None:
+    batching = spec.repository.dynamic_batching
+    if batching is None or config.max_batch_size == 0:
+        return
+    too_big = [size for size in batching.preferred_batch_size if size > config.max_batch_size]
+    if too_big:
+        raise AssembleError(
+            f"repository.dynamic_batching.preferred_batch_size {too_big} exceed repository.max_batch_size "
+            f"{config.max_batch_size}; use sizes up to {config.max_batch_size}"
+        )
+    config.dynamic_batching.max_queue_delay_microseconds = batching.max_queue_delay_microseconds
+    config.dynamic_batching.preferred_batch_size.extend(batching.preferred_batch_size)
+
+
+def _python_model(
+    name: str, spec: ReleaseSpec, inputs: list[TensorSpec], outputs: list[TensorSpec], source: str,
+    *, instances: int | None = None, data: dict[str, bytes] | None = None, keep_on_device: bool = False,
+) -> ModelDir:
+    config = mc.ModelConfig(name=name, backend="python", max_batch_size=spec.repository.max_batch_size)
+    for t in inputs:
+        cfg.add_input(config, t.name, t.datatype, t.dims)
+    for t in outputs:
+        cfg.add_output(config, t.name, t.datatype, t.dims)
+    config.instance_group.add(count=instances or spec.repository.instances, kind=mc.ModelInstanceGroup.KIND_CPU)
+    if keep_on_device:  # BLS stages: let GPU tensors reach model.py as they are (DLPack), no host copy
+        config.parameters["FORCE_CPU_ONLY_INPUT_TENSORS"].string_value = "no"
+    return ModelDir(name, config, {"model.py": source.encode("utf-8"), **(data or {})})
+
+
+def _ensemble(name: str, spec: ReleaseSpec, inputs: list[TensorSpec], outputs: list[TensorSpec], steps: list[tuple[str, dict[str, str], dict[str, str]]]) -> ModelDir:
+    config = mc.ModelConfig(name=name, platform="ensemble", max_batch_size=spec.repository.max_batch_size)
+    for t in inputs:
+        cfg.add_input(config, t.name, t.datatype, t.dims)
+    for t in outputs:
+        cfg.add_output(config, t.name, t.datatype, t.dims)
+    for model_name, input_map, output_map in steps:
+        step = config.ensemble_scheduling.step.add(model_name=model_name, model_version=-1)
+        step.input_map.update(input_map)
+        step.output_map.update(output_map)
+    return ModelDir(name, config, {".keep": b""})  # Triton wants the (empty) version folder to exist
+
+
+def _probabilities(leaf: _Leaf, what: str, shape: str, output: str = PROBABILITIES) -> TensorSpec:
+    for t in leaf.outputs:
+        if t.name == output:
+            if t.datatype not in ("FP32", "FP16", "FP64") or len(t.dims) != 1:
+                raise AssembleError(
+                    f"{what}: output {output!r} is {t.datatype} {list(t.dims)}, not a float vector of class "
+                    f"scores per row; the {shape!r} shape needs one: use repository.shape: single"
+                )
+            return t
+    names = [t.name for t in leaf.outputs]
+    raise AssembleError(
+        f"{what} has no {output!r} output (its outputs: {names}); the {shape!r} shape needs class "
+        "probabilities (a regressor has none): use repository.shape: single"
+    )
+
+
+def _classifier(spec: ReleaseSpec, intake: IntakeResult, leaf: _Leaf) -> list[ModelDir]:
+    repo, name = spec.repository, spec.name
+    probs = _probabilities(leaf, f"model {intake.model_name!r}", "classifier")
+    labels = _labels(spec, intake, probs)
+    classes = len(labels)
+    if repo.top_k > classes:
+        raise AssembleError(f"repository.top_k {repo.top_k} exceeds the {classes} classes; use 1..{classes}")
+    clash = {t.name for t in leaf.inputs} & {PROBABILITIES, LABEL}
+    if clash:
+        raise AssembleError(f"model inputs {sorted(clash)} clash with the classifier's output names; rename them in the model")
+    model, post, pre = f"{name}_model", f"{name}_postprocess", f"{name}_preprocess"
+    probs_c = TensorSpec(PROBABILITIES, probs.datatype, (classes,))
+    label = TensorSpec(LABEL, "BYTES", (repo.top_k,))
+    models = [_leaf_model(model, leaf, spec)]
+    steps = []
+    feed = {t.name: t.name for t in leaf.inputs}
+    if repo.preprocess:
+        source = render(
+            "classifier/preprocess.py.j2", ensemble=name,
+            inputs=[(t.name, numpy_from_triton(t.datatype).name) for t in leaf.inputs],
+        )
+        models.append(_python_model(pre, spec, leaf.inputs, leaf.inputs, source))
+        feed = {t.name: f"preprocessed_{t.name}" for t in leaf.inputs}
+        steps.append((pre, {t.name: t.name for t in leaf.inputs}, feed))
+    steps.append((model, feed, {PROBABILITIES: PROBABILITIES}))
+    steps.append((post, {PROBABILITIES: PROBABILITIES}, {LABEL: LABEL}))
+    source = render("classifier/postprocess.py.j2", ensemble=name, probabilities=PROBABILITIES, label=LABEL, top_k=repo.top_k)
+    data = {"labels.json": (json.dumps({"labels": labels}, indent=2, ensure_ascii=False) + "\n").encode("utf-8")}
+    models.append(_python_model(post, spec, [probs_c], [label], source, data=data))
+    models.append(_ensemble(name, spec, list(leaf.inputs), [probs_c, label], steps))
+    return models
+
+
+def _labels(spec: ReleaseSpec, intake: IntakeResult, probs: TensorSpec) -> list[str]:
+    width = probs.dims[0]
+    if spec.repository.labels is not None:
+        labels = list(spec.repository.labels)
+        origin = "repository.labels"
+    elif intake.classes is not None:
+        labels = [str(c) for c in intake.classes]
+        origin = f"the classes of model {intake.model_name!r}"
+    elif width > 0:
+        labels = [str(i) for i in range(width)]
+        origin = "the class indices"
+    else:
+        raise AssembleError(
+            f"model {intake.model_name!r} records no classes and its {PROBABILITIES!r} output has no fixed width; "
+            "give repository.labels in the spec"
+        )
+    count = intake.classes and len(intake.classes) or width
+    if count > 0 and len(labels) != count:
+        raise AssembleError(
+            f"{origin} has {len(labels)} names but the model has {count} classes; give exactly {count} labels "
+            "in repository.labels, in class order"
+        )
+    if width > 0 and len(labels) != width:
+        raise AssembleError(f"{origin} has {len(labels)} names but output {PROBABILITIES!r} has width {width}; fix the labels or the model")
+    if len(set(labels)) != len(labels):
+        raise AssembleError(f"{origin} repeats a name ({labels}); labels must be distinct")
+    return labels
+
+
+def _same_inputs(members: dict[str, _Leaf]) -> list[TensorSpec]:
+    (first_name, first), *rest = members.items()
+    want = [(t.name, t.datatype, len(t.dims)) for t in first.inputs]
+    for member, leaf in rest:
+        got = [(t.name, t.datatype, len(t.dims)) for t in leaf.inputs]
+        if got != want:
+            raise AssembleError(
+                f"member {member!r} ({leaf.path.name}) takes inputs {got} but {first_name!r} takes {want}; "
+                "every member must take the same inputs (name, type, rank)"
+            )
+    return list(first.inputs)
+
+
+def _member_output(members: dict[str, _Leaf], output: str, shape: str) -> TensorSpec:
+    specs = {member: _probabilities(leaf, f"member {member!r} ({leaf.path.name})", shape, output) for member, leaf in members.items()}
+    (first_name, first), *rest = specs.items()
+    for member, t in rest:
+        if t.datatype != first.datatype or (t.dims[0] != first.dims[0] and -1 not in (t.dims[0], first.dims[0])):
+            raise AssembleError(
+                f"output {output!r} of member {member!r} is {t.datatype} {list(t.dims)} but of {first_name!r} "
+                f"{first.datatype} {list(first.dims)}; the members' outputs must agree"
+            )
+    width = max(t.dims[0] for t in specs.values())
+    return TensorSpec(output, first.datatype, (width,))
+
+
+def _bls_instances(spec: ReleaseSpec, depth: int) -> int:
+    """A BLS stage holds an instance while its nested calls run: more instances than call levels."""
+    return max(spec.repository.instances, depth + 1)
+
+
+def _cascade(spec: ReleaseSpec, release: _Leaf, block: CascadeSpec) -> list[ModelDir]:
+    name = spec.name
+    members = {key: _member_leaf(spec, source, release) for key, source in block.members().items()}
+    inputs = _same_inputs(members)
+    output = _member_output(members, block.output, "cascade")
+    models = [_leaf_model(f"{name}_{key}", leaf, spec) for key, leaf in members.items()]
+    source = render(
+        "cascade/router.py.j2", name=name, small=f"{name}_small", large=f"{name}_large",
+        threshold=float(block.threshold), inputs=[t.name for t in inputs], output=block.output,
+    )
+    outputs = [output, TensorSpec(ANSWERED_BY, "BYTES", (1,))]
+    models.append(_python_model(name, spec, inputs, outputs, source, instances=_bls_instances(spec, 1), keep_on_device=True))
+    return models
+
+
+def _fanout(spec: ReleaseSpec, release: _Leaf, block: FanoutSpec) -> list[ModelDir]:
+    name = spec.name
+    members = {key: _member_leaf(spec, source, release) for key, source in block.members.items()}
+    inputs = _same_inputs(members)
+    output = _member_output(members, block.output, "fanout")
+    models = [_leaf_model(f"{name}_{key}", leaf, spec) for key, leaf in members.items()]
+    source = render(
+        "fanout/combine.py.j2", name=name, members=[f"{name}_{key}" for key in members],
+        inputs=[t.name for t in inputs], output=block.output, combine=block.combine,
+    )
+    models.append(_python_model(name, spec, inputs, [output], source, instances=_bls_instances(spec, 1), keep_on_device=True))
+    return models
+
+
+# --- writing ------------------------------------------------------------------------------------
+
+
+def _inside(root: Path, *parts: str) -> Path:
+    path = root.joinpath(*parts).resolve()
+    if not path.is_relative_to(root.resolve()):
+        raise AssembleError(f"refusing to write {path}: it is outside the repository {root}")
+    return path
+
+
+def _write_model(models_dir: Path, model: ModelDir, version: int) -> None:
+    cfg.pin_version(model.config, version)
+    model_dir = _inside(models_dir, model.name)
+    version_dir = _inside(model_dir, str(version))
+    version_dir.mkdir(parents=True, exist_ok=True)
+    cfg.write_config(model_dir / cfg.CONFIG_FILE, model.config)
+    for filename, content in model.files.items():
+        target = _inside(version_dir, filename)
+        if target.parent != version_dir:
+            raise AssembleError(f"refusing to write {filename!r}: files go directly into {version_dir}")
+        if isinstance(content, Path):
+            shutil.copyfile(content, target)
+        else:
+            target.write_bytes(content)

@@ -1,0 +1,552 @@
+"""Lint a Triton model repository before Triton loads it.
+
+The rules mirror what Triton refuses at load time (names, platforms, files, versions, tensors,
+ensemble wiring, cycles) and what it accepts silently but is wrong (stray versions, unused
+tensors, BLS deadlock risks, names it cannot know before run time). Every finding names the rule,
+the model, the file and the fix. :data:`RULES` lists them all; :func:`lint_repository` is the API.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tritonclient.grpc import model_config_pb2 as mc
+
+from .config import CONFIG_FILE, ConfigParseError, parse_config
+from .lint_ensemble import check_ensemble
+from .lint_python import PythonAnalysis, analyze
+
+ERROR, WARNING = "error", "warning"
+
+#: rule id -> (severity, what it catches)
+RULES: dict[str, tuple[str, str]] = {
+    "repo-not-found": (ERROR, "the repository path is not a folder"),
+    "config-missing": (ERROR, "a model folder without config.pbtxt"),
+    "config-parse": (ERROR, "config.pbtxt is not a valid ModelConfig"),
+    "name-mismatch": (ERROR, "config name differs from the folder name"),
+    "platform-missing": (ERROR, "neither platform nor backend"),
+    "platform-unknown": (ERROR, "a platform Triton does not know"),
+    "platform-conflict": (ERROR, "platform and backend disagree"),
+    "backend-unknown": (WARNING, "a backend this linter does not know"),
+    "scheduling-not-ensemble": (ERROR, "ensemble_scheduling on a model that is not an ensemble"),
+    "model-file-missing": (ERROR, "a served version folder lacks the file its platform loads"),
+    "version-none": (ERROR, "no numeric version folder"),
+    "version-empty": (ERROR, "a served version folder is empty"),
+    "version-not-numeric": (WARNING, "a version folder Triton ignores because it is not a number"),
+    "version-leading-zero": (WARNING, "a version folder starting with 0"),
+    "version-policy-missing": (ERROR, "a specific version policy names a missing version"),
+    "version-stray": (WARNING, "several versions under a latest policy: the highest is served"),
+    "batch-size-invalid": (ERROR, "max_batch_size below 0"),
+    "preferred-batch-size": (ERROR, "a preferred batch size above max_batch_size"),
+    "instance-count-invalid": (ERROR, "an instance group with a negative count"),
+    "tensor-duplicate": (ERROR, "two inputs or two outputs with the same name"),
+    "datatype-invalid": (ERROR, "a tensor without a data type"),
+    "dims-invalid": (ERROR, "a tensor with no dims, a 0 or a value below -1"),
+    "reshape-mismatch": (ERROR, "reshape whose element count differs from dims"),
+    "ensemble-instance-group": (ERROR, "instance_group on an ensemble"),
+    "ensemble-no-steps": (ERROR, "an ensemble without steps"),
+    "ensemble-step-missing": (ERROR, "an ensemble step naming a model not in the repository"),
+    "ensemble-version-missing": (ERROR, "an ensemble step asking for a version the member does not serve"),
+    "ensemble-batch-size": (ERROR, "an ensemble batching beyond a member's max_batch_size"),
+    "ensemble-map-unknown": (ERROR, "a map key that is not a tensor of the member"),
+    "ensemble-input-unmapped": (ERROR, "a member input missing from its step's input_map"),
+    "ensemble-tensor-double": (ERROR, "an ensemble tensor with two producers"),
+    "ensemble-tensor-unproduced": (ERROR, "an ensemble tensor nobody produces"),
+    "ensemble-input-unused": (ERROR, "an ensemble input no step reads"),
+    "ensemble-tensor-unused": (WARNING, "an intermediate tensor nobody reads"),
+    "ensemble-dtype-mismatch": (ERROR, "producer and consumer data types differ"),
+    "ensemble-shape-mismatch": (ERROR, "producer and consumer shapes differ"),
+    "dependency-cycle": (ERROR, "models that depend on each other (ensemble steps, BLS calls)"),
+    "python-syntax": (ERROR, "model.py does not parse"),
+    "python-no-model-class": (ERROR, "model.py has no TritonPythonModel class"),
+    "python-no-execute": (ERROR, "TritonPythonModel has no execute method"),
+    "python-await-in-sync": (ERROR, "await in a function that is not async"),
+    "python-undefined-name": (ERROR, "a name used but never defined or imported"),
+    "python-no-responses": (ERROR, "execute of a non-decoupled model returns nothing"),
+    "decoupled-returns": (ERROR, "execute of a decoupled model returns responses instead of None"),
+    "bls-target-missing": (ERROR, "a BLS call to a model not in the repository"),
+    "bls-target-dynamic": (WARNING, "a BLS call whose model name is computed at run time"),
+    "bls-output-unknown": (ERROR, "a BLS call requesting an output the target does not have"),
+    "bls-self-call": (ERROR, "a model calling itself through BLS (deadlock)"),
+    "bls-blocking-depth": (WARNING, "blocking exec with no more instances than nested call levels"),
+}
+
+_PLATFORMS = {
+    "ensemble": None,
+    "onnxruntime_onnx": "onnxruntime",
+    "tensorrt_plan": "tensorrt",
+    "pytorch_libtorch": "pytorch",
+    "tensorflow_savedmodel": "tensorflow",
+    "tensorflow_graphdef": "tensorflow",
+}
+_DEFAULT_FILES = {
+    "onnxruntime": "model.onnx",
+    "tensorrt": "model.plan",
+    "python": "model.py",
+    "pytorch": "model.pt",
+    "openvino": "model.xml",
+    "tensorflow_savedmodel": "model.savedmodel",
+    "tensorflow_graphdef": "model.graphdef",
+}
+_KNOWN_BACKENDS = {"onnxruntime", "tensorrt", "python", "pytorch", "tensorflow", "openvino", "fil", "dali", "identity", "vllm", "tensorrtllm"}
+_VERSION_RE = re.compile(r"^[0-9]+$")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem: which rule, how bad, in which model and file, and what to do."""
+
+    rule: str
+    severity: str
+    model: str
+    file: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.severity}: {self.file}: [{self.rule}] model {self.model!r}: {self.message}"
+
+    def to_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+@dataclass
+class LintReport:
+    """All findings on a repository, and the order to load its models in."""
+
+    path: str
+    findings: list[Finding] = field(default_factory=list)
+    load_order: list[str] = field(default_factory=list)
+    models: list[str] = field(default_factory=list)
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == ERROR]
+
+    @property
+    def warnings(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == WARNING]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "ok": self.ok,
+            "errors": [f.to_dict() for f in self.errors],
+            "warnings": [f.to_dict() for f in self.warnings],
+            "load_order": list(self.load_order),
+            "models": list(self.models),
+        }
+
+
+@dataclass
+class ModelInfo:
+    """What the linter learnt about one model folder."""
+
+    name: str
+    path: Path
+    config_file: str
+    config: mc.ModelConfig | None = None
+    kind: str | None = None  # ensemble, python, onnxruntime, tensorrt, ... (the backend)
+    versions: list[int] = field(default_factory=list)
+    served: list[int] = field(default_factory=list)
+    python: dict[int, PythonAnalysis] = field(default_factory=dict)
+    deps: set[str] = field(default_factory=set)
+
+    @property
+    def instances(self) -> int:
+        if self.config is None or not len(self.config.instance_group):
+            return 1
+        return sum(max(g.count, 1) for g in self.config.instance_group)
+
+
+class _Linter:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.findings: list[Finding] = []
+        self.models: dict[str, ModelInfo] = {}
+        self._analyses: dict[bytes, PythonAnalysis] = {}
+
+    def add(self, rule: str, model: str, file: str, message: str) -> None:
+        self.findings.append(Finding(rule, RULES[rule][0], model, file, message))
+
+    # --- one model -------------------------------------------------------------------------
+
+    def scan(self, folder: Path) -> None:
+        name = folder.name
+        info = ModelInfo(name, folder, f"{name}/{CONFIG_FILE}")
+        self.models[name] = info
+        config_path = folder / CONFIG_FILE
+        if not config_path.is_file():
+            self.add("config-missing", name, info.config_file,
+                     "no config.pbtxt; write one with name, backend (or platform), inputs and outputs")
+            return
+        try:
+            config = info.config = parse_config(config_path.read_text(encoding="utf-8"))
+        except (ConfigParseError, UnicodeDecodeError) as exc:
+            self.add("config-parse", name, info.config_file, f"not a valid ModelConfig: {exc}; fix the text at that place")
+            return
+        if config.name and config.name != name:
+            self.add("name-mismatch", name, info.config_file,
+                     f"config name {config.name!r} differs from its folder {name!r}; Triton refuses it: "
+                     f"rename one of them (or leave name empty)")
+        self._kind(info)
+        self._versions(info)
+        self._tensors(info)
+        self._scheduling(info)
+        if info.kind == "python":
+            self._python(info)
+
+    def _kind(self, info: ModelInfo) -> None:
+        config, name, file = info.config, info.name, info.config_file
+        assert config is not None
+        platform, backend = config.platform, config.backend
+        if not platform and not backend:
+            hint = next((f"backend: \"{b}\"" for b, f in _DEFAULT_FILES.items() if any(info.path.glob(f"*/{f}"))), "backend: \"python\"")
+            self.add("platform-missing", name, file, f"config sets neither platform nor backend; add {hint}")
+            return
+        if platform and platform not in _PLATFORMS:
+            self.add("platform-unknown", name, file,
+                     f"platform {platform!r} is not one Triton knows ({', '.join(sorted(_PLATFORMS))}); "
+                     "fix it, or set backend instead")
+            return
+        if platform and backend and _PLATFORMS[platform] != backend:
+            self.add("platform-conflict", name, file,
+                     f"platform {platform!r} runs on backend {_PLATFORMS[platform]!r} but backend is {backend!r}; "
+                     "keep one of the two")
+            return
+        info.kind = "ensemble" if platform == "ensemble" else (backend or _PLATFORMS[platform])
+        if info.kind not in _KNOWN_BACKENDS and info.kind != "ensemble":
+            self.add("backend-unknown", name, file,
+                     f"backend {info.kind!r} is not one the linter knows; check it is installed in the server "
+                     "(its files are not checked)")
+
+    def _versions(self, info: ModelInfo) -> None:
+        config, name = info.config, info.name
+        assert config is not None
+        dirs: dict[int, Path] = {}
+        for child in sorted(info.path.iterdir()):
+            if not child.is_dir() or child.name.startswith("."):
+                continue
+            if not _VERSION_RE.match(child.name):
+                self.add("version-not-numeric", name, f"{name}/{child.name}",
+                         f"folder {child.name!r} is not a version number, so Triton ignores it; "
+                         "rename it to a number (1, 2, ...) or move it out of the model folder")
+                continue
+            if child.name.startswith("0"):
+                self.add("version-leading-zero", name, f"{name}/{child.name}",
+                         f"version folder {child.name!r} starts with 0: Triton reads it as {int(child.name)}, "
+                         f"which is not what it looks like; rename it to {int(child.name) or 1}")
+                if int(child.name) == 0:
+                    continue
+            dirs.setdefault(int(child.name), child)
+        info.versions = sorted(dirs)
+        if not dirs:
+            self.add("version-none", name, f"{name}/",
+                     "no numeric version folder, so Triton has nothing to load; put the model files in "
+                     f"{name}/1/ (an ensemble needs the folder too, even empty)")
+            return
+        policy = config.version_policy
+        choice = policy.WhichOneof("policy_choice")
+        if choice == "specific":
+            missing = [v for v in policy.specific.versions if v not in dirs]
+            if missing:
+                self.add("version-policy-missing", name, info.config_file,
+                         f"version_policy names versions {missing} that have no folder (present: {info.versions}); "
+                         "add the folders or fix the policy")
+            info.served = sorted(v for v in set(policy.specific.versions) if v in dirs)
+        elif choice == "all":
+            info.served = list(info.versions)
+        else:
+            keep = policy.latest.num_versions if choice == "latest" and policy.latest.num_versions > 0 else 1
+            info.served = info.versions[-keep:]
+            if len(info.versions) > keep:
+                self.add("version-stray", name, info.config_file,
+                         f"versions {info.versions} exist and the latest policy serves {info.served}; if that is "
+                         f"not meant, pin one with version_policy {{ specific {{ versions: [...] }} }} or remove the others")
+        if info.kind and info.kind != "ensemble":
+            expected = config.default_model_filename or _DEFAULT_FILES.get(
+                config.platform if config.platform.startswith("tensorflow") else info.kind
+            )
+            for version in info.served:
+                folder = dirs[version]
+                if not any(folder.iterdir()):
+                    self.add("version-empty", name, f"{name}/{version}/",
+                             f"version folder {version} is empty; put {expected or 'the model files'} in it or remove it")
+                elif expected and not (folder / expected).exists():
+                    present = sorted(p.name for p in folder.iterdir())[:5]
+                    self.add("model-file-missing", name, f"{name}/{version}/{expected}",
+                             f"{info.kind} loads {expected!r} but version {version} holds {present}; add the file, "
+                             "set default_model_filename, or fix the platform/backend")
+
+    def _tensors(self, info: ModelInfo) -> None:
+        config, name, file = info.config, info.name, info.config_file
+        assert config is not None
+        if config.max_batch_size < 0:
+            self.add("batch-size-invalid", name, file, f"max_batch_size {config.max_batch_size} is negative; use 0 (no batching) or more")
+        for kind, tensors in (("input", config.input), ("output", config.output)):
+            seen: set[str] = set()
+            for t in tensors:
+                what = f"{kind} {t.name!r}"
+                if t.name in seen:
+                    self.add("tensor-duplicate", name, file, f"two {kind}s are named {t.name!r}; rename or remove one")
+                seen.add(t.name)
+                if t.data_type == mc.TYPE_INVALID:
+                    self.add("datatype-invalid", name, file, f"{what} has no data_type; set one, e.g. TYPE_FP32")
+                dims = list(t.dims)
+                if (not dims and not t.HasField("reshape")) or any(d == 0 or d < -1 for d in dims):
+                    self.add("dims-invalid", name, file,
+                             f"{what} has dims {dims}; give every dim as a positive size or -1 (variable), at least one")
+                elif t.HasField("reshape") and not _same_count(dims, list(t.reshape.shape)):
+                    self.add("reshape-mismatch", name, file,
+                             f"{what}: dims {dims} and reshape {list(t.reshape.shape)} hold different numbers of "
+                             "elements; make their products (and -1s) agree")
+
+    def _scheduling(self, info: ModelInfo) -> None:
+        config, name, file = info.config, info.name, info.config_file
+        assert config is not None
+        if config.HasField("dynamic_batching"):
+            too_big = [s for s in config.dynamic_batching.preferred_batch_size if s > config.max_batch_size]
+            if too_big:
+                self.add("preferred-batch-size", name, file,
+                         f"preferred_batch_size {too_big} exceeds max_batch_size {config.max_batch_size}; "
+                         f"use sizes up to {config.max_batch_size}")
+        for group in config.instance_group:
+            if group.count < 0:
+                self.add("instance-count-invalid", name, file, f"instance_group count {group.count} is negative; use 1 or more")
+        if config.HasField("ensemble_scheduling") and info.kind not in (None, "ensemble"):
+            self.add("scheduling-not-ensemble", name, file,
+                     f"ensemble_scheduling is set but the platform is not 'ensemble' ({info.kind}); "
+                     "set platform: \"ensemble\" or remove the steps")
+        if info.kind == "ensemble":
+            info.deps.update(step.model_name for step in config.ensemble_scheduling.step)
+
+    def _python(self, info: ModelInfo) -> None:
+        assert info.config is not None
+        filename = info.config.default_model_filename or "model.py"
+        for version in info.served:
+            path = info.path / str(version) / filename
+            if not path.is_file():
+                continue  # model-file-missing says so
+            source = path.read_bytes()
+            key = hashlib.sha1(source).digest()
+            if key not in self._analyses:
+                self._analyses[key] = analyze(source.decode("utf-8", errors="replace"))
+            info.python[version] = self._analyses[key]
+            for call in self._analyses[key].bls_calls:
+                info.deps.update(call.targets or ())
+
+    # --- python rules ----------------------------------------------------------------------
+
+    def python_rules(self, info: ModelInfo) -> None:
+        assert info.config is not None
+        decoupled = info.config.model_transaction_policy.decoupled
+        for version, a in info.python.items():
+            file = f"{info.name}/{version}/{info.config.default_model_filename or 'model.py'}"
+            if a.syntax_error:
+                self.add("python-syntax", info.name, file, f"does not parse ({a.syntax_error}); fix the syntax")
+                continue
+            if not a.has_class:
+                self.add("python-no-model-class", info.name, file,
+                         "defines no class TritonPythonModel, which the python backend instantiates; add it")
+            elif a.execute_line is None:
+                self.add("python-no-execute", info.name, file,
+                         "TritonPythonModel has no execute(self, requests) method; add one")
+            for func, line in a.awaits_in_sync:
+                self.add("python-await-in-sync", info.name, file,
+                         f"line {line}: await in {func}(), which is not async; declare it 'async def {func}' "
+                         "(Triton supports async def execute)")
+            for undefined, line in a.undefined:
+                self.add("python-undefined-name", info.name, file,
+                         f"line {line}: name {undefined!r} is used but never defined or imported; import or define it")
+            if a.execute_line is not None:
+                if decoupled and a.execute_returns_value:
+                    self.add("decoupled-returns", info.name, file,
+                             f"line {a.execute_returns_value}: the model is decoupled but execute returns a value; "
+                             "send responses through request.get_response_sender() and return None")
+                elif not decoupled and not a.execute_returns:
+                    self.add("python-no-responses", info.name, file,
+                             f"line {a.execute_line}: execute never returns; return one InferenceResponse per "
+                             "request (or make the model decoupled)")
+            for call in a.bls_calls:
+                self._bls_call(info, file, call)
+
+    def _bls_call(self, info: ModelInfo, file: str, call: Any) -> None:
+        if call.targets is None:
+            self.add("bls-target-dynamic", info.name, file,
+                     f"line {call.line}: model_name={call.expression} is computed at run time, so the linter cannot "
+                     "check the target or its load order; load that model before this one")
+            return
+        for target in call.targets:
+            if target == info.name:
+                self.add("bls-self-call", info.name, file,
+                         f"line {call.line}: the model calls itself through BLS, which deadlocks once its instances "
+                         "are all waiting on themselves; call another model")
+                continue
+            other = self.models.get(target)
+            if other is None:
+                self.add("bls-target-missing", info.name, file,
+                         f"line {call.line}: BLS call to model {target!r}, which is not in the repository "
+                         f"(models: {', '.join(sorted(self.models))}); add it or fix the name")
+                continue
+            if other.config is not None and call.outputs is not None:
+                known = {t.name for t in other.config.output}
+                unknown = [o for o in call.outputs if o not in known]
+                if unknown:
+                    self.add("bls-output-unknown", info.name, file,
+                             f"line {call.line}: requests outputs {unknown} of {target!r}, which has {sorted(known)}; "
+                             "request outputs it has")
+
+    # --- the call graph --------------------------------------------------------------------
+
+    def graph_rules(self) -> list[str]:
+        graph = {n: sorted(d for d in m.deps if d in self.models and d != n) for n, m in self.models.items()}
+        for name, m in self.models.items():
+            if m.kind == "ensemble" and name in m.deps:
+                self.add("dependency-cycle", name, m.config_file,
+                         "an ensemble step names the ensemble itself; step to another model")
+        for component in _cycles(graph):
+            first = component[0]
+            self.add("dependency-cycle", first, self.models[first].config_file,
+                     f"models {component} depend on each other (ensemble steps or BLS calls), so none can load "
+                     "first; break the cycle")
+        depths = _depths(graph)
+        for name, m in self.models.items():
+            blocking = [a.blocking_exec for a in m.python.values() if a.blocking_exec and a.bls_calls]
+            if blocking and m.instances <= depths[name]:
+                self.add("bls-blocking-depth", name, m.config_file,
+                         f"blocking exec() (line {blocking[0]}) holds one of its {m.instances} instance(s) through "
+                         f"{depths[name]} nested call level(s); give it at least {depths[name] + 1} instances "
+                         "(instance_group count) or use await ...async_exec() in async def execute")
+        return _topological(graph)
+
+
+def _same_count(dims: list[int], reshape: list[int]) -> bool:
+    if -1 in dims or -1 in reshape:
+        return (-1 in dims) == (-1 in reshape)
+    return math.prod(dims) == math.prod(reshape)
+
+
+def _cycles(graph: dict[str, list[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one model (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(graph[start]))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(graph[child])))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return sorted(found)
+
+
+def _depths(graph: dict[str, list[str]]) -> dict[str, int]:
+    """The longest chain of calls below each model (0 for a leaf); cycles are cut."""
+    depth: dict[str, int] = {}
+
+    def visit(node: str, path: set[str]) -> int:
+        if node in depth:
+            return depth[node]
+        path.add(node)
+        best = 0
+        for child in graph[node]:
+            if child not in path:
+                best = max(best, 1 + visit(child, path))
+        path.discard(node)
+        depth[node] = best
+        return best
+
+    for node in graph:
+        visit(node, set())
+    return depth
+
+
+def _topological(graph: dict[str, list[str]]) -> list[str]:
+    """Dependencies first, ties by name; models in a cycle come last."""
+    waiting = {n: len(deps) for n, deps in graph.items()}
+    users: dict[str, list[str]] = {n: [] for n in graph}
+    for n, deps in graph.items():
+        for d in deps:
+            users[d].append(n)
+    ready = [n for n, count in waiting.items() if count == 0]
+    heapq.heapify(ready)
+    order: list[str] = []
+    while ready:
+        node = heapq.heappop(ready)
+        order.append(node)
+        for user in users[node]:
+            waiting[user] -= 1
+            if waiting[user] == 0:
+                heapq.heappush(ready, user)
+    order.extend(sorted(n for n in graph if n not in set(order)))
+    return order
+
+
+def lint_repository(path: str | Path) -> LintReport:
+    """Lint the Triton model repository at ``path``.
+
+    Args:
+        path: the repository folder (one sub-folder per model).
+
+    Returns:
+        The findings (errors and warnings) and the load order, dependencies first.
+    """
+    root = Path(path)
+    report = LintReport(str(root))
+    if not root.is_dir():
+        report.findings.append(Finding("repo-not-found", ERROR, "", str(root),
+                                       f"{str(root)!r} is not a folder; give the model repository's path"))
+        return report
+    linter = _Linter(root)
+    for folder in sorted(root.iterdir()):
+        if folder.is_dir() and not folder.name.startswith("."):
+            linter.scan(folder)
+    for info in linter.models.values():
+        if info.kind == "ensemble" and info.config is not None:
+            check_ensemble(info, linter.models, linter.add)
+        elif info.kind == "python" and info.config is not None:
+            linter.python_rules(info)
+    report.load_order = linter.graph_rules()
+    report.findings = sorted(linter.findings, key=lambda f: (f.severity != ERROR, f.model, f.file, f.rule))
+    report.models = sorted(linter.models)
+    return report

@@ -1,0 +1,238 @@
+"""What the linter reads statically from a python-backend model.py (it never imports it).
+
+:func:`analyze` finds the ``TritonPythonModel`` class and its ``execute``, ``await`` outside an
+``async def``, names that are used but never bound or imported, and every BLS call
+(``InferenceRequest(model_name=...)``) with its target when the name can be known without running
+the code: a string literal, a module-level string constant, a loop over a module-level tuple of
+them, or a parameter of a module function whose every call passes one of those.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+from dataclasses import dataclass, field
+
+_BUILTINS = frozenset(dir(builtins)) | {"__file__", "__name__", "__doc__", "__spec__", "__builtins__", "__loader__"}
+
+
+@dataclass
+class BlsCall:
+    """One ``InferenceRequest(...)`` in model.py."""
+
+    line: int
+    targets: tuple[str, ...] | None  # None: the model name is computed at run time
+    outputs: tuple[str, ...] | None  # requested_output_names when literal
+    expression: str
+
+
+@dataclass
+class PythonAnalysis:
+    """The facts the linter's python rules need about one model.py."""
+
+    syntax_error: str | None = None
+    has_class: bool = False
+    execute_line: int | None = None
+    execute_async: bool = False
+    awaits_in_sync: list[tuple[str, int]] = field(default_factory=list)  # (function, line)
+    undefined: list[tuple[str, int]] = field(default_factory=list)  # (name, first line)
+    bls_calls: list[BlsCall] = field(default_factory=list)
+    blocking_exec: int | None = None  # line of a blocking .exec() call
+    execute_returns_value: int | None = None  # line of a `return <value>` in execute
+    execute_returns: bool = False
+
+
+def _own_nodes(func: ast.AST):
+    """The nodes of a function body, not descending into nested functions, lambdas or classes."""
+    stack = list(ast.iter_child_nodes(func))
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(node))
+
+
+def _bound_names(tree: ast.Module) -> set[str]:
+    """Every name the module binds anywhere (flat: scopes are not told apart)."""
+    bound: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            bound.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                if alias.name == "*":
+                    bound.add("*")
+                bound.add(alias.asname or alias.name.split(".")[0])
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            bound.update(node.names)
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            bound.add(node.rest)
+    return bound
+
+
+class _Resolver:
+    """Resolve the model name passed to an InferenceRequest to literal strings, where that is possible."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.constants: dict[str, tuple[str, ...]] = {}
+        assigned: dict[str, int] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                assigned[node.id] = assigned.get(node.id, 0) + 1
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                value = self._literal(node.value)
+                if value is not None and assigned.get(node.targets[0].id) == 1:
+                    self.constants[node.targets[0].id] = value
+        # loop and comprehension targets: name -> the expressions it iterates over
+        self.loops: dict[str, list[ast.expr]] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)) and isinstance(node.target, ast.Name):
+                self.loops.setdefault(node.target.id, []).append(node.iter)
+        # module functions: name -> parameter names, and every call of them
+        self.functions: dict[str, list[str]] = {}
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.functions[node.name] = [a.arg for a in node.args.posonlyargs + node.args.args]
+        self.params: dict[str, tuple[str, int]] = {}  # parameter name -> (function, position), unique only
+        seen: dict[str, int] = {}
+        for func, params in self.functions.items():
+            for i, p in enumerate(params):
+                seen[p] = seen.get(p, 0) + 1
+                self.params[p] = (func, i)
+        self.params = {p: v for p, v in self.params.items() if seen[p] == 1}
+        self.calls: dict[str, list[ast.Call]] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in self.functions:
+                self.calls.setdefault(node.func.id, []).append(node)
+
+    @staticmethod
+    def _literal(node: ast.expr) -> tuple[str, ...] | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return (node.value,)
+        if isinstance(node, (ast.Tuple, ast.List)) and node.elts and all(
+            isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts
+        ):
+            return tuple(e.value for e in node.elts)  # type: ignore[attr-defined]
+        return None
+
+    def names(self, node: ast.expr | None, depth: int = 0) -> tuple[str, ...] | None:
+        """The strings ``node`` can be (a list: its elements), or None when only known at run time."""
+        if node is None or depth > 8:
+            return None
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return (node.value,)
+        if isinstance(node, (ast.Tuple, ast.List)):
+            found: list[str] = []
+            for element in node.elts:
+                values = self.names(element, depth + 1)
+                if values is None:
+                    return None
+                found.extend(values)
+            return tuple(found)
+        if not isinstance(node, ast.Name):
+            return None
+        if node.id in self.constants:
+            return self.constants[node.id]
+        if node.id in self.loops:
+            return self._union([self.names(iterable, depth + 1) for iterable in self.loops[node.id]])
+        if node.id in self.params and self.calls.get(self.params[node.id][0]):
+            func, position = self.params[node.id]
+            args = []
+            for call in self.calls[func]:
+                arg = next((k.value for k in call.keywords if k.arg == node.id), None)
+                if arg is None and position < len(call.args):
+                    arg = call.args[position]
+                args.append(self.names(arg, depth + 1))
+            return self._union(args)
+        return None
+
+    @staticmethod
+    def _union(groups: list[tuple[str, ...] | None]) -> tuple[str, ...] | None:
+        if any(group is None for group in groups):
+            return None
+        return tuple(dict.fromkeys(name for group in groups for name in group))  # type: ignore[union-attr]
+
+
+def _is_inference_request(call: ast.Call) -> bool:
+    func = call.func
+    return (isinstance(func, ast.Attribute) and func.attr == "InferenceRequest") or (
+        isinstance(func, ast.Name) and func.id == "InferenceRequest"
+    )
+
+
+def analyze(source: str) -> PythonAnalysis:
+    """Read one model.py statically.
+
+    Args:
+        source: the file's text.
+
+    Returns:
+        The facts the python lint rules check (a syntax error stops the rest).
+    """
+    result = PythonAnalysis()
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        result.syntax_error = f"line {exc.lineno}: {exc.msg}"
+        return result
+
+    model_class = next(
+        (n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "TritonPythonModel"), None
+    )
+    if model_class is not None:
+        result.has_class = True
+        execute = next(
+            (n for n in model_class.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "execute"),
+            None,
+        )
+        if execute is not None:
+            result.execute_line = execute.lineno
+            result.execute_async = isinstance(execute, ast.AsyncFunctionDef)
+            for node in _own_nodes(execute):
+                if isinstance(node, ast.Return):
+                    result.execute_returns = True
+                    if node.value is not None and not (isinstance(node.value, ast.Constant) and node.value.value is None):
+                        result.execute_returns_value = result.execute_returns_value or node.lineno
+
+    for func in ast.walk(tree):
+        if isinstance(func, (ast.FunctionDef, ast.Lambda)):
+            for node in _own_nodes(func):
+                if isinstance(node, (ast.Await, ast.AsyncFor, ast.AsyncWith)):
+                    name = getattr(func, "name", "<lambda>")
+                    result.awaits_in_sync.append((name, node.lineno))
+                    break
+
+    bound = _bound_names(tree)
+    if "*" not in bound:
+        reported: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                if node.id not in bound and node.id not in _BUILTINS and node.id not in reported:
+                    reported.add(node.id)
+                    result.undefined.append((node.id, node.lineno))
+        result.undefined.sort(key=lambda item: item[1])
+
+    resolver = _Resolver(tree)
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        if _is_inference_request(node):
+            model_arg = next((k.value for k in node.keywords if k.arg == "model_name"), None)
+            outputs_arg = next((k.value for k in node.keywords if k.arg == "requested_output_names"), None)
+            outputs = resolver.names(outputs_arg) if outputs_arg is not None else None
+            result.bls_calls.append(
+                BlsCall(node.lineno, resolver.names(model_arg), outputs, ast.unparse(model_arg) if model_arg is not None else "?")
+            )
+        elif isinstance(node.func, ast.Attribute) and node.func.attr == "exec" and result.blocking_exec is None:
+            result.blocking_exec = node.lineno
+    result.bls_calls.sort(key=lambda c: c.line)
+    return result
