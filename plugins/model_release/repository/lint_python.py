@@ -79,50 +79,32 @@ def _bound_names(tree: ast.Module) -> set[str]:
 
 
 class _Resolver:
-    """Resolve the model name passed to an InferenceRequest to literal strings, where that is possible."""
+    """Resolve the model name passed to an InferenceRequest to literal strings, where that is possible.
+
+    A name is looked up where it is used: the nearest enclosing loop or comprehension binding it,
+    else the enclosing module-level function's parameter (resolved at every call of the function),
+    else a module-level constant assigned exactly once.
+    """
 
     def __init__(self, tree: ast.Module) -> None:
-        self.constants: dict[str, tuple[str, ...]] = {}
+        self.parents: dict[ast.AST, ast.AST] = {}
         assigned: dict[str, int] = {}
         for node in ast.walk(tree):
+            for child in ast.iter_child_nodes(node):
+                self.parents[child] = node
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                 assigned[node.id] = assigned.get(node.id, 0) + 1
+        self.constants: dict[str, tuple[str, ...]] = {}
         for node in tree.body:
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-                value = self._literal(node.value)
+                value = _literal(node.value)
                 if value is not None and assigned.get(node.targets[0].id) == 1:
                     self.constants[node.targets[0].id] = value
-        # loop and comprehension targets: name -> the expressions it iterates over
-        self.loops: dict[str, list[ast.expr]] = {}
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)) and isinstance(node.target, ast.Name):
-                self.loops.setdefault(node.target.id, []).append(node.iter)
-        # module functions: name -> parameter names, and every call of them
-        self.functions: dict[str, list[str]] = {}
-        for node in tree.body:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                self.functions[node.name] = [a.arg for a in node.args.posonlyargs + node.args.args]
-        self.params: dict[str, tuple[str, int]] = {}  # parameter name -> (function, position), unique only
-        seen: dict[str, int] = {}
-        for func, params in self.functions.items():
-            for i, p in enumerate(params):
-                seen[p] = seen.get(p, 0) + 1
-                self.params[p] = (func, i)
-        self.params = {p: v for p, v in self.params.items() if seen[p] == 1}
+        self.functions = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
         self.calls: dict[str, list[ast.Call]] = {}
         for node in ast.walk(tree):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in self.functions:
                 self.calls.setdefault(node.func.id, []).append(node)
-
-    @staticmethod
-    def _literal(node: ast.expr) -> tuple[str, ...] | None:
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            return (node.value,)
-        if isinstance(node, (ast.Tuple, ast.List)) and node.elts and all(
-            isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts
-        ):
-            return tuple(e.value for e in node.elts)  # type: ignore[attr-defined]
-        return None
 
     def names(self, node: ast.expr | None, depth: int = 0) -> tuple[str, ...] | None:
         """The strings ``node`` can be (a list: its elements), or None when only known at run time."""
@@ -131,35 +113,57 @@ class _Resolver:
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             return (node.value,)
         if isinstance(node, (ast.Tuple, ast.List)):
-            found: list[str] = []
-            for element in node.elts:
-                values = self.names(element, depth + 1)
-                if values is None:
-                    return None
-                found.extend(values)
-            return tuple(found)
+            return _concat([self.names(element, depth + 1) for element in node.elts])
         if not isinstance(node, ast.Name):
             return None
-        if node.id in self.constants:
-            return self.constants[node.id]
-        if node.id in self.loops:
-            return self._union([self.names(iterable, depth + 1) for iterable in self.loops[node.id]])
-        if node.id in self.params and self.calls.get(self.params[node.id][0]):
-            func, position = self.params[node.id]
-            args = []
-            for call in self.calls[func]:
-                arg = next((k.value for k in call.keywords if k.arg == node.id), None)
-                if arg is None and position < len(call.args):
-                    arg = call.args[position]
-                args.append(self.names(arg, depth + 1))
-            return self._union(args)
-        return None
+        scope: ast.AST | None = node
+        while scope is not None:
+            scope = self.parents.get(scope)
+            if isinstance(scope, (ast.For, ast.AsyncFor)) and _binds(scope.target, node.id):
+                return self.names(scope.iter, depth + 1)
+            if isinstance(scope, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+                for generator in scope.generators:
+                    if _binds(generator.target, node.id):
+                        return self.names(generator.iter, depth + 1)
+            if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                params = [a.arg for a in scope.args.posonlyargs + scope.args.args]
+                if node.id in params:
+                    return self._argument(scope, params.index(node.id), node.id, depth)
+        return self.constants.get(node.id)
 
-    @staticmethod
-    def _union(groups: list[tuple[str, ...] | None]) -> tuple[str, ...] | None:
-        if any(group is None for group in groups):
+    def _argument(self, func: ast.AST, position: int, name: str, depth: int) -> tuple[str, ...] | None:
+        calls = self.calls.get(getattr(func, "name", ""), []) if self.functions.get(getattr(func, "name", "")) is func else []
+        if not calls:
             return None
-        return tuple(dict.fromkeys(name for group in groups for name in group))  # type: ignore[union-attr]
+        values = []
+        for call in calls:
+            arg = next((k.value for k in call.keywords if k.arg == name), None)
+            if arg is None and position < len(call.args):
+                arg = call.args[position]
+            values.append(self.names(arg, depth + 1))
+        if any(v is None for v in values):
+            return None
+        return tuple(dict.fromkeys(n for v in values for n in v))  # type: ignore[union-attr]
+
+
+def _binds(target: ast.AST, name: str) -> bool:
+    return isinstance(target, ast.Name) and target.id == name
+
+
+def _literal(node: ast.expr) -> tuple[str, ...] | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return (node.value,)
+    if isinstance(node, (ast.Tuple, ast.List)) and node.elts and all(
+        isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts
+    ):
+        return tuple(e.value for e in node.elts)  # type: ignore[attr-defined]
+    return None
+
+
+def _concat(groups: list[tuple[str, ...] | None]) -> tuple[str, ...] | None:
+    if any(group is None for group in groups):
+        return None
+    return tuple(name for group in groups for name in group)  # type: ignore[union-attr]
 
 
 def _is_inference_request(call: ast.Call) -> bool:

@@ -1,0 +1,127 @@
+"""One test per lint rule, each on the valid example repository broken in exactly that way."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from model_release.repository.config import read_config, write_config
+from model_release.repository.lint import RULES, lint_repository
+
+from .lint_repos import write_valid_repository
+
+
+def edit(root: Path, model: str, change: Callable) -> None:
+    path = root / model / "config.pbtxt"
+    config = read_config(path)
+    change(config)
+    write_config(path, config)
+
+
+def edit_source(root: Path, model: str, old: str, new: str) -> None:
+    path = root / model / "1" / "model.py"
+    text = path.read_text()
+    assert old in text, f"the mutation must change {model}'s model.py"
+    path.write_text(text.replace(old, new))
+
+
+def _step(config, model: str):
+    return next(s for s in config.ensemble_scheduling.step if s.model_name == model)
+
+
+def _add_tensor(tensors, **fields):
+    tensors.add(**fields)
+
+
+# rule -> (the model it must name, the mutation)
+CASES: dict[str, tuple[str, Callable[[Path], object]]] = {
+    "repo-not-found": ("", lambda r: shutil.rmtree(r)),
+    "config-missing": ("add_sub", lambda r: (r / "add_sub/config.pbtxt").unlink()),
+    "config-parse": ("add_sub", lambda r: (r / "add_sub/config.pbtxt").write_text('name: "add_sub"\ninput [ { name: "x" ')),
+    "name-mismatch": ("add_sub", lambda r: edit(r, "add_sub", lambda c: setattr(c, "name", "add_and_sub"))),
+    "platform-missing": ("classifier_onnx", lambda r: edit(r, "classifier_onnx", lambda c: c.ClearField("backend"))),
+    "platform-unknown": ("classifier_onnx", lambda r: edit(r, "classifier_onnx", lambda c: (c.ClearField("backend"), setattr(c, "platform", "onnx_runtime")))),
+    "platform-conflict": ("classifier_onnx", lambda r: edit(r, "classifier_onnx", lambda c: setattr(c, "platform", "tensorrt_plan"))),
+    "backend-unknown": ("classifier_onnx", lambda r: edit(r, "classifier_onnx", lambda c: setattr(c, "backend", "my_custom_backend"))),
+    "scheduling-not-ensemble": ("add_sub", lambda r: edit(r, "add_sub", lambda c: c.ensemble_scheduling.step.add(model_name="preprocess"))),
+    "model-file-missing": ("classifier_onnx", lambda r: (r / "classifier_onnx/1/model.onnx").rename(r / "classifier_onnx/1/model.bin")),
+    "version-none": ("add_sub", lambda r: shutil.rmtree(r / "add_sub/1")),
+    "version-empty": ("add_sub", lambda r: (r / "add_sub/1/model.py").unlink()),
+    "version-not-numeric": ("add_sub", lambda r: (r / "add_sub/v2").mkdir()),
+    "version-leading-zero": ("add_sub", lambda r: (r / "add_sub/1").rename(r / "add_sub/01")),
+    "version-policy-missing": ("add_sub", lambda r: edit(r, "add_sub", lambda c: c.version_policy.specific.versions.extend([1, 2]))),
+    "version-stray": ("add_sub", lambda r: shutil.copytree(r / "add_sub/1", r / "add_sub/3")),
+    "batch-size-invalid": ("add_sub", lambda r: edit(r, "add_sub", lambda c: setattr(c, "max_batch_size", -1))),
+    "preferred-batch-size": ("classifier_onnx", lambda r: edit(r, "classifier_onnx", lambda c: c.dynamic_batching.preferred_batch_size.append(16))),
+    "instance-count-invalid": ("classifier_onnx", lambda r: edit(r, "classifier_onnx", lambda c: setattr(c.instance_group[0], "count", -2))),
+    "tensor-duplicate": ("add_sub", lambda r: edit(r, "add_sub", lambda c: c.input.add(name="INPUT0", data_type=11, dims=[4]))),
+    "datatype-invalid": ("add_sub", lambda r: edit(r, "add_sub", lambda c: setattr(c.input[1], "data_type", 0))),
+    "dims-invalid": ("add_sub", lambda r: edit(r, "add_sub", lambda c: c.input[0].dims.__setitem__(0, 0))),
+    "reshape-mismatch": ("classifier_onnx", lambda r: edit(r, "classifier_onnx", lambda c: c.output[0].reshape.shape.append(2))),
+    "ensemble-instance-group": ("pipeline", lambda r: edit(r, "pipeline", lambda c: c.instance_group.add(count=1))),
+    "ensemble-no-steps": ("pipeline", lambda r: edit(r, "pipeline", lambda c: c.ensemble_scheduling.ClearField("step"))),
+    "ensemble-step-missing": ("pipeline", lambda r: edit(r, "pipeline", lambda c: setattr(_step(c, "postprocess"), "model_name", "postprocessor"))),
+    "ensemble-version-missing": ("pipeline", lambda r: edit(r, "pipeline", lambda c: setattr(_step(c, "classifier_onnx"), "model_version", 7))),
+    "ensemble-batch-size": ("pipeline", lambda r: edit(r, "pipeline", lambda c: setattr(c, "max_batch_size", 64))),
+    "ensemble-map-unknown": ("pipeline", lambda r: edit(r, "pipeline", lambda c: (_step(c, "postprocess").input_map.pop("probabilities"), _step(c, "postprocess").input_map.update({"probs": "probabilities"})))),
+    "ensemble-input-unmapped": ("pipeline", lambda r: edit(r, "classifier_onnx", lambda c: c.input.add(name="mask", data_type=11, dims=[4]))),
+    "ensemble-tensor-double": ("pipeline", lambda r: edit(r, "pipeline", lambda c: _step(c, "postprocess").output_map.update({"label": "probabilities"}))),
+    "ensemble-tensor-unproduced": ("pipeline", lambda r: edit(r, "pipeline", lambda c: _step(c, "classifier_onnx").input_map.update({"float_input": "featurs"}))),
+    "ensemble-input-unused": ("pipeline", lambda r: edit(r, "pipeline", lambda c: c.input.add(name="EXTRA", data_type=11, dims=[4]))),
+    "ensemble-tensor-unused": ("pipeline", lambda r: edit(r, "pipeline", lambda c: _step(c, "classifier_onnx").output_map.update({"label": "class_index"}))),
+    "ensemble-dtype-mismatch": ("pipeline", lambda r: edit(r, "postprocess", lambda c: setattr(c.input[0], "data_type", 12))),
+    "ensemble-shape-mismatch": ("pipeline", lambda r: edit(r, "postprocess", lambda c: c.input[0].dims.__setitem__(0, 5))),
+    "dependency-cycle": ("bls_async", lambda r: (edit_source(r, "bls_sync", '"add_sub"', '"bls_async"'), edit_source(r, "bls_async", '"add_sub"', '"bls_sync"'))),
+    "python-syntax": ("add_sub", lambda r: edit_source(r, "add_sub", "def execute(self, requests):", "def execute(self, requests:")),
+    "python-no-model-class": ("preprocess", lambda r: edit_source(r, "preprocess", "class TritonPythonModel:", "class Preprocess:")),
+    "python-no-execute": ("preprocess", lambda r: edit_source(r, "preprocess", "def execute(", "def run(")),
+    "python-await-in-sync": ("bls_async", lambda r: edit_source(r, "bls_async", "async def execute", "def execute")),
+    "python-undefined-name": ("postprocess", lambda r: edit_source(r, "postprocess", "NAMES[probabilities", "LABEL_NAMES[probabilities")),
+    "python-no-responses": ("preprocess", lambda r: edit_source(r, "preprocess", "        return responses\n", "")),
+    "decoupled-returns": ("add_sub", lambda r: edit(r, "add_sub", lambda c: setattr(c.model_transaction_policy, "decoupled", True))),
+    "bls-target-missing": ("bls_async", lambda r: edit_source(r, "bls_async", 'model_name="add_sub"', 'model_name="add_subtract"')),
+    "bls-target-dynamic": ("bls_sync", lambda r: edit_source(r, "bls_sync", "model_name=TARGET", 'model_name=pb_utils.get_input_tensor_by_name(request, "MODEL").as_numpy()[0].decode()')),
+    "bls-output-unknown": ("bls_sync", lambda r: edit_source(r, "bls_sync", '["OUTPUT0", "OUTPUT1"]', '["OUTPUT0", "OUTPUT2"]')),
+    "bls-self-call": ("bls_sync", lambda r: edit_source(r, "bls_sync", 'TARGET = "add_sub"', 'TARGET = "bls_sync"')),
+    "bls-blocking-depth": ("bls_sync", lambda r: edit(r, "bls_sync", lambda c: setattr(c.instance_group[0], "count", 1))),
+}
+
+
+@pytest.fixture
+def valid_repo(tmp_path: Path) -> Path:
+    return write_valid_repository(tmp_path / "models")
+
+
+def test_every_rule_has_a_case_and_there_are_at_least_25():
+    assert set(CASES) == set(RULES)
+    assert len(RULES) >= 25
+
+
+def test_the_example_repository_is_clean_and_ordered(valid_repo):
+    report = lint_repository(valid_repo)
+    assert report.findings == [], [str(f) for f in report.findings]
+    order = report.load_order
+    assert sorted(order) == sorted(["add_sub", "bls_sync", "bls_async", "preprocess", "classifier_onnx", "postprocess", "pipeline"])
+    for dependency, user in [("add_sub", "bls_sync"), ("add_sub", "bls_async"), ("preprocess", "pipeline"),
+                             ("classifier_onnx", "pipeline"), ("postprocess", "pipeline")]:
+        assert order.index(dependency) < order.index(user)
+
+
+@pytest.mark.parametrize("rule", sorted(CASES))
+def test_rule(rule, valid_repo):
+    model, mutate = CASES[rule]
+    assert not [f for f in lint_repository(valid_repo).findings if f.rule == rule]
+    mutate(valid_repo)
+    report = lint_repository(valid_repo)
+    hits = [f for f in report.findings if f.rule == rule]
+    assert hits, f"{rule} not reported; found: {[str(f) for f in report.findings]}"
+    assert any(f.model == model for f in hits), [str(f) for f in hits]
+    severity = RULES[rule][0]
+    assert all(f.severity == severity for f in hits)
+    assert report.ok == (severity == "warning" and not report.errors)
+    for finding in hits:
+        assert finding.file and (model == "" or finding.file.startswith(f"{model}/")), finding
+        assert len(finding.message) > 30, finding
