@@ -124,9 +124,15 @@ class ParityAccumulator:
         self._worst: dict[str, list[tuple[float, int]]] = {}
         self._rows = 0
 
-    def update(self, reference: Mapping[str, np.ndarray], candidate: Mapping[str, np.ndarray]) -> None:
-        """Add one batch; both mappings hold the same rows, in the same order."""
+    def update(self, reference: Mapping[str, np.ndarray], candidate: Mapping[str, np.ndarray]) -> np.ndarray:
+        """Add one batch; both mappings hold the same rows, in the same order.
+
+        Returns:
+            A boolean mask over the batch's rows: True where any output fails on that row (all
+            True for an output that is missing or has the wrong shape).
+        """
         batch_rows = None
+        row_fail: np.ndarray | None = None
         for name, ref in reference.items():
             ref = np.asarray(ref)
             batch_rows = ref.shape[0] if ref.ndim else 1
@@ -141,22 +147,30 @@ class ParityAccumulator:
                     out.atol, out.rtol = tol.atol, tol.rtol
                 self._sum_abs[name] = 0.0
                 self._worst[name] = []
+            if row_fail is None:
+                row_fail = np.zeros(batch_rows, dtype=bool)
             if name not in candidate:
                 out.shape_error = f"the candidate has no output named {name!r}; it has {sorted(candidate)}"
+                row_fail[:] = True
                 continue
             cand = np.asarray(candidate[name])
             if out.kind == "label":
-                self._update_labels(out, ref, cand)
+                failed = self._update_labels(out, ref, cand)
             else:
-                self._update_numeric(out, ref, cand)
+                failed = self._update_numeric(out, ref, cand)
+            if failed is None or failed.shape != row_fail.shape:
+                row_fail[:] = True
+            else:
+                row_fail |= failed
         self._rows += batch_rows or 0
+        return row_fail if row_fail is not None else np.zeros(0, dtype=bool)
 
-    def _update_labels(self, out: OutputParity, ref: np.ndarray, cand: np.ndarray) -> None:
+    def _update_labels(self, out: OutputParity, ref: np.ndarray, cand: np.ndarray) -> np.ndarray | None:
         ref_rows = ref.reshape(ref.shape[0], -1) if ref.ndim else ref.reshape(1, 1)
         cand_rows = cand.reshape(cand.shape[0], -1) if cand.ndim else cand.reshape(1, 1)
         if ref_rows.shape[0] != cand_rows.shape[0]:
             out.shape_error = f"{cand_rows.shape[0]} rows where the reference has {ref_rows.shape[0]}"
-            return
+            return None
         ref_rows, cand_rows = _as_comparable(ref_rows), _as_comparable(cand_rows)
         width = min(ref_rows.shape[1], cand_rows.shape[1])
         same = np.all(ref_rows[:, :width] == cand_rows[:, :width], axis=1)
@@ -169,11 +183,12 @@ class ParityAccumulator:
         for r in bad[: self.worst_k]:
             if len(out.worst_rows) < self.worst_k:
                 out.worst_rows.append(int(r) + self._rows)
+        return ~same
 
-    def _update_numeric(self, out: OutputParity, ref: np.ndarray, cand: np.ndarray) -> None:
+    def _update_numeric(self, out: OutputParity, ref: np.ndarray, cand: np.ndarray) -> np.ndarray | None:
         if ref.shape != cand.shape:
             out.shape_error = f"shape {tuple(cand.shape)} where the reference has {tuple(ref.shape)}"
-            return
+            return None
         ref64 = ref.astype(np.float64, copy=False)
         cand64 = cand.astype(np.float64, copy=False)
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
@@ -210,6 +225,7 @@ class ParityAccumulator:
                 elif item > heap[0]:
                     heapq.heapreplace(heap, item)
             out.worst_rows = [r for _, r in sorted(heap, reverse=True)]
+        return per_row_fail
 
     def result(self) -> ParityReport:
         return ParityReport(outputs=dict(self._out))

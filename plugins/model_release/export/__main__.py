@@ -1,0 +1,46 @@
+"""``python -m model_release.export --root ROOT --release ID``: re-run a release's export stage.
+
+Reads ``<root>/<release>/intake/intake.json`` and ``<root>/<release>/export/spec.json`` (written by
+the export stage) and runs the export again; this is what ``reproduce.sh`` calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..errors import ModelReleaseError
+from ..spec import parse_spec
+from ..types import IntakeResult
+from ..workspace import Workspace
+from .stage import export
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m model_release.export", description=__doc__.splitlines()[0])
+    parser.add_argument("--root", required=True, help="the workspace root")
+    parser.add_argument("--release", required=True, help="the release id")
+    parser.add_argument("--no-cache", action="store_true", help="convert again even if the cache has this model")
+    args = parser.parse_args(argv)
+    try:
+        ws = Workspace(args.release, root=args.root)
+        intake = ws.load_result("intake", IntakeResult)
+        spec_path = ws.stage_dir("export") / "spec.json"
+        if intake is None or not spec_path.is_file():
+            print(f"export: {ws.path} has no intake/intake.json or export/spec.json; run the release first", file=sys.stderr)
+            return 2
+        data = json.loads(spec_path.read_text())
+        if args.no_cache:
+            data.setdefault("export", {})["cache"] = False
+        spec = parse_spec(data, origin=str(spec_path))
+        result = export(spec, intake, ws)
+    except ModelReleaseError as exc:
+        print(str(exc), file=sys.stderr)
+        return exc.exit_code
+    print(json.dumps({"onnx_path": result.onnx_path, "cached": result.cached, "parity": "passed"}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

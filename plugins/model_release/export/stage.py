@@ -1,0 +1,255 @@
+"""The export stage: native model → checked ONNX file, behind the parity gate.
+
+Steps: load the native model; convert it with its flavor's converter (or reuse the conversion
+cache); run the ONNX checker and strict shape inference; optionally simplify with onnxslim; then
+stream the golden set through the native model and onnxruntime, comparing every output with its
+tolerance. Everything lands in ``<workspace>/export/``: ``model.onnx``, ``golden.npz`` (the
+inputs, keyed by the Triton input names), ``reference.npz`` (the native outputs, keyed by the
+Triton output names), ``parity.json``, ``failing_rows.npz`` when parity fails, ``reproduce.sh``,
+``spec.json`` and ``export.json`` (written last).
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import shutil
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import ExportError, ParityError
+from ..golden import NpzWriter, golden_origin, iter_golden
+from ..parity import ParityAccumulator, ParityReport
+from ..spec import ReleaseSpec
+from ..types import ExportResult, IntakeResult, TensorSpec
+from ..workspace import Workspace, atomic_write_bytes, atomic_write_json, sha256_file
+from . import cache
+from .base import Converter, converter_for, package_version
+from .checks import check_onnx, opset_imports, opset_of, simplify, tensor_specs
+from .native import NativeModel, cast_input, load_native
+
+log = logging.getLogger(__name__)
+
+#: at most this many failing rows are saved to failing_rows.npz
+MAX_FAILING_ROWS = 1000
+_LABEL_TYPES = {"BOOL", "BYTES", "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32", "UINT64"}
+
+
+def export(
+    spec: ReleaseSpec,
+    intake: IntakeResult,
+    ws: Workspace,
+    *,
+    converters: Mapping[str, Converter] | None = None,
+) -> ExportResult:
+    """Export the intake's model to ONNX and prove it computes what the native model computes.
+
+    Args:
+        spec: the release spec (``export`` and ``golden`` sections).
+        intake: the intake stage's result.
+        ws: the release workspace; output goes to ``<ws>/export/`` (replaced whole).
+        converters: flavor → converter overrides (see :class:`~model_release.export.base.Converter`).
+
+    Returns:
+        The export result, also saved as ``<ws>/export/export.json``.
+
+    Raises:
+        ExportError: no converter, the conversion failed, or the checker refused the file.
+        ParityError: an output differs from the native model beyond its tolerance.
+        SpecError, IntakeError: the golden set is missing or disagrees with the signature.
+    """
+    started = time.perf_counter()
+    out = ws.stage_dir("export", fresh=True)
+    atomic_write_json(out / "spec.json", spec.model_dump(mode="json"))
+    native = load_native(intake)
+    converter = converter_for(intake.flavor, converters)
+    require_batch = spec.repository.max_batch_size > 0
+    versions = {**converter.versions(), "onnxruntime": package_version("onnxruntime")}
+    if spec.export.simplify:
+        versions["onnxslim"] = package_version("onnxslim")
+    options = {"opset": spec.export.opset, "simplify": spec.export.simplify, "batch": require_batch,
+               "inputs": [s.to_dict() for s in intake.inputs], "converter": type(converter).__qualname__}
+    key = cache.cache_key(intake.content_digest, intake.flavor, versions, options)
+    onnx_path = out / "model.onnx"
+    hit = cache.lookup(ws.root, key) if spec.export.cache else None
+    notes: dict[str, str] = {}
+    if hit is not None:
+        shutil.copyfile(hit[0], onnx_path)
+        meta = hit[1]
+        inputs = [TensorSpec.from_dict(d) for d in meta["inputs"]]
+        outputs = [TensorSpec.from_dict(d) for d in meta["outputs"]]
+        opset, notes = int(meta["opset"]), dict(meta.get("notes", {}))
+        candidates = {"onnx": onnx_path}
+        log.info("export: reusing cached ONNX %s", key)
+    else:
+        sample = next(iter(iter_golden(spec, intake)))
+        model = converter.convert(native, intake, spec.export.opset, sample)
+        _save(model, onnx_path)
+        model = check_onnx(onnx_path)
+        inputs, outputs = tensor_specs(model, require_batch=require_batch)
+        opset = opset_of(model)
+        notes["opset_imports"] = opset_imports(model)
+        _check_names(inputs, outputs, intake, native, sample)
+        candidates = {"onnx": onnx_path}
+        if spec.export.simplify:
+            slim_path = out / "model.slim.onnx"
+            _save(simplify(model), slim_path)
+            check_onnx(slim_path, what="the simplified ONNX model")
+            candidates["simplified"] = slim_path
+
+    reference_name = f"the {intake.flavor} model"
+    labels = {o.name: float(getattr(spec.export, "min_label_agreement", 1.0)) for o in outputs if o.datatype in _LABEL_TYPES}
+    run = _run_parity(spec, intake, native, candidates, inputs, outputs, labels, out)
+    report = run.reports["onnx"]
+    if "simplified" in run.reports:
+        slim = run.reports["simplified"]
+        if slim.passed:
+            candidates["simplified"].replace(onnx_path)
+            notes["simplify"] = "onnxslim applied; parity re-checked"
+        else:
+            candidates["simplified"].unlink()
+            notes["simplify"] = f"onnxslim result rejected, kept the unsimplified graph: {slim.summary(reference_name)}"
+    atomic_write_json(out / "parity.json", {
+        "passed": report.passed, "reference": reference_name, "rows": run.rows,
+        "golden": golden_origin(spec), "outputs": report.to_dict(), "notes": notes,
+    })
+    if not report.passed:
+        raise ParityError(_parity_message(spec, report, reference_name, ws), stage="export")
+
+    onnx_sha = sha256_file(onnx_path)
+    if hit is None and spec.export.cache:
+        cache.store(ws.root, key, onnx_path, {
+            "onnx_sha256": onnx_sha, "opset": opset, "notes": notes, "versions": versions,
+            "inputs": [s.to_dict() for s in inputs], "outputs": [s.to_dict() for s in outputs],
+        })
+    reproduce = _write_reproduce(out, ws)
+    result = ExportResult(
+        onnx_path=str(onnx_path), onnx_sha256=onnx_sha, opset=opset, inputs=inputs, outputs=outputs,
+        parity=report.to_dict(), golden_path=str(out / "golden.npz"), golden_rows=run.rows,
+        reference_path=str(out / "reference.npz"),
+        converter={**versions, "flavor": intake.flavor, "cache_key": key, **{f"note.{k}": v for k, v in notes.items()}},
+        cached=hit is not None, reproduce=reproduce,
+    )
+    ws.save_result("export", result)
+    log.info("export: %s in %.2fs (cached=%s)", report.summary(reference_name), time.perf_counter() - started, result.cached)
+    return result
+
+
+def _save(model: Any, path: Path) -> None:
+    import onnx
+
+    try:
+        atomic_write_bytes(path, model.SerializeToString())
+    except ValueError:  # over 2 GB: external data
+        onnx.save(model, str(path), save_as_external_data=True)
+
+
+def _check_names(inputs: list[TensorSpec], outputs: list[TensorSpec], intake: IntakeResult, native: NativeModel,
+                 sample: Mapping[str, np.ndarray]) -> None:
+    want_in = [s.name for s in intake.inputs]
+    if sorted(s.name for s in inputs) != sorted(want_in):
+        raise ExportError(f"the converted model's inputs {[s.name for s in inputs]} are not the signature's {want_in}")
+    native_out = native(sample)
+    missing = [o.name for o in outputs if o.name not in native_out]
+    if missing:
+        raise ExportError(
+            f"the converted model has outputs {missing} that the native {intake.flavor} model does not produce "
+            f"(it produces {sorted(native_out)}); the converter and the native adapter disagree"
+        )
+
+
+@dataclass
+class _ParityRun:
+    rows: int = 0
+    reports: dict[str, ParityReport] = field(default_factory=dict)
+
+
+def _run_parity(spec: ReleaseSpec, intake: IntakeResult, native: NativeModel, candidates: Mapping[str, Path],
+                inputs: list[TensorSpec], outputs: list[TensorSpec], labels: Mapping[str, float], out: Path) -> _ParityRun:
+    """Stream the golden set through the native model and every candidate ONNX file."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    sessions = {k: ort.InferenceSession(str(p), opts, providers=["CPUExecutionProvider"]) for k, p in candidates.items()}
+    accs = {k: ParityAccumulator(spec.export.tolerances, labels) for k in candidates}
+    names = [o.name for o in outputs]
+    by_name = {s.name: s for s in intake.inputs}
+    run = _ParityRun()
+    failing = NpzWriter(out / "failing_rows.npz")
+    kept = 0
+    with NpzWriter(out / "golden.npz") as golden, NpzWriter(out / "reference.npz") as reference:
+        try:
+            for batch in iter_golden(spec, intake):
+                feeds = {s.name: cast_input(batch[s.name], s) if s.datatype == "BYTES" else batch[s.name].astype(_np(s), copy=False) for s in inputs}
+                native_in = {n: cast_input(v, by_name[n]) for n, v in feeds.items()}
+                ref_all = native(native_in)
+                ref = {n: np.asarray(ref_all[n]) for n in names}
+                for key, sess in sessions.items():
+                    cand = dict(zip(names, sess.run(names, feeds)))
+                    mask = accs[key].update(ref, cand)
+                    if key == "onnx" and mask.any() and kept < MAX_FAILING_ROWS:
+                        rows = np.flatnonzero(mask)[: MAX_FAILING_ROWS - kept]
+                        failing.append({"row": rows + run.rows, **_take(feeds, rows, "input."),
+                                        **_take(ref, rows, "native."), **_take(cand, rows, "onnx.")})
+                        kept += len(rows)
+                golden.append(feeds)
+                reference.append(ref)
+                run.rows += len(next(iter(feeds.values())))
+        except BaseException:
+            failing.discard()
+            raise
+    if kept:
+        failing.close()
+    else:
+        failing.discard()
+    run.reports = {k: a.result() for k, a in accs.items()}
+    return run
+
+
+def _np(spec: TensorSpec) -> np.dtype:
+    from ..dtypes import numpy_from_triton
+
+    return numpy_from_triton(spec.datatype)
+
+
+def _take(arrays: Mapping[str, np.ndarray], rows: np.ndarray, prefix: str) -> dict[str, np.ndarray]:
+    return {prefix + k: np.asarray(v)[rows] for k, v in arrays.items()}
+
+
+def _parity_message(spec: ReleaseSpec, report: ParityReport, reference: str, ws: Workspace) -> str:
+    parts = []
+    for o in report.failures:
+        if o.kind == "label":
+            fix = (f"a converter that changes predicted labels is not acceptable unless the spec lowers the required "
+                   f"agreement for {o.name}")
+        elif o.nonfinite:
+            fix = "NaN/Inf cannot be tolerated away: fix the model or the converter"
+        elif o.shape_error:
+            fix = "the converter and the native model disagree on this output's shape"
+        else:
+            which = "atol" if o.max_abs > (o.atol or 0) else "rtol"
+            fix = (f"loosen export.tolerances.{o.name}.{which} in the release spec {spec.name!r} "
+                   "only if that difference is acceptable")
+        parts.append(f"{o.describe(reference)}. {fix[0].upper()}{fix[1:]}")
+    where = ws.stage_dir("export")
+    return (f"{'; '.join(parts)}; the ONNX file and the differing rows are in {where}/ "
+            "(model.onnx, failing_rows.npz, parity.json)")
+
+
+def _write_reproduce(out: Path, ws: Workspace) -> str:
+    """A shell script that re-runs this export from the workspace (intake.json and spec.json)."""
+    cmd = [sys.executable, "-m", "model_release.export", "--root", str(ws.root.resolve()), "--release", ws.release_id]
+    script = ("#!/bin/sh\n# Re-runs the export stage of this release from its saved intake result and spec.\n"
+              f"exec {shlex.join(cmd)} \"$@\"\n")
+    path = out / "reproduce.sh"
+    atomic_write_bytes(path, script.encode())
+    path.chmod(0o755)
+    return shlex.join(cmd)
+

@@ -1,0 +1,305 @@
+"""The golden set: the inputs every gate replays, checked against the model's signature.
+
+It comes from a file named in the spec (``.npz`` or ``.parquet``) or from the input example logged
+with the model. It is read in batches of ``golden.batch_rows`` and cut at ``golden.rows`` rows, so
+memory follows the batch size, not the file's size. Every batch is checked against the intake's
+tensor specs (names, dims, dtypes) and cast to the signature's dtype; a column that disagrees is
+refused with its name, what was expected and what was found.
+
+:class:`NpzWriter` and :func:`iter_npz` write and read ``.npz`` files in batches too (plain
+``np.load`` reads what the writer writes).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import zipfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .dtypes import numpy_from_triton
+from .errors import IntakeError, SpecError
+from .spec import ReleaseSpec
+from .types import IntakeResult, TensorSpec
+
+Batch = dict[str, np.ndarray]
+
+
+def golden_origin(spec: ReleaseSpec) -> str:
+    """Where the golden set comes from, for messages: a path or ``the logged input example``."""
+    if spec.golden.source == "file" and spec.golden.path:
+        return str(spec.resolve_path(spec.golden.path))
+    return "the logged input example"
+
+
+def iter_golden(spec: ReleaseSpec, intake: IntakeResult, *, batch_rows: int | None = None) -> Iterator[Batch]:
+    """Yield the golden set in batches keyed by the intake's (Triton) input names.
+
+    Args:
+        spec: the release spec (``golden.source``, ``path``, ``rows``, ``batch_rows``).
+        intake: the intake result whose ``inputs`` the batches must match.
+        batch_rows: overrides ``spec.golden.batch_rows``.
+
+    Yields:
+        ``{input name: array}`` with the signature's dtype and dims, at most ``batch_rows`` rows.
+
+    Raises:
+        SpecError: the golden file is missing, unreadable, or disagrees with the signature.
+        IntakeError: the model has no input example, or it disagrees with the signature.
+    """
+    size = batch_rows or spec.golden.batch_rows
+    limit = spec.golden.rows
+    origin = golden_origin(spec)
+    error: type[SpecError] | type[IntakeError] = SpecError
+    if spec.golden.source == "file":
+        path = spec.resolve_path(spec.golden.path or "")
+        if not path.is_file():
+            raise SpecError(f"golden.path {str(path)!r} does not exist; name an .npz or .parquet file of model inputs")
+        raw = _iter_parquet(path, size, limit, intake.inputs) if path.suffix == ".parquet" else iter_npz(path, size, limit=limit)
+    else:
+        error = IntakeError
+        raw = _iter_example(intake, size, limit)
+    produced = 0
+    for batch in raw:
+        yield conform(batch, intake.inputs, origin=origin, error=error)
+        produced += len(next(iter(batch.values()))) if batch else 0
+    if produced == 0:
+        raise error(f"golden set {origin} has no rows; give at least one row of model inputs")
+
+
+def conform(columns: Mapping[str, np.ndarray], specs: list[TensorSpec], *, origin: str, error: type[Exception] = SpecError) -> Batch:
+    """Check one batch against the tensor specs and cast it to their dtypes.
+
+    A column is found by its Triton name or its name in the signature. A ``[N]`` column fills a
+    ``[1]`` input. Integers widen to floats and floats narrow to floats of another width; any other
+    change of kind (strings for numbers, floats for integers) is refused.
+    """
+    out: Batch = {}
+    rows: int | None = None
+    for spec in specs:
+        arr = columns.get(spec.name)
+        if arr is None and spec.original_name in columns:
+            arr = columns[spec.original_name]
+        if arr is None and len(specs) == 1 and len(columns) == 1:
+            arr = next(iter(columns.values()))
+        want = f"{spec.datatype} with dims {list(spec.dims)}"
+        if arr is None:
+            raise error(
+                f'golden set {origin}: no column "{spec.original_name}" (expected {want} from the model\'s signature); '
+                f"it has {sorted(columns)}"
+            )
+        arr = np.asarray(arr)
+        if arr.ndim == len(spec.dims) and spec.dims == (1,):
+            arr = arr.reshape(-1, 1)
+        got_dims = tuple(arr.shape[1:])
+        if len(got_dims) != len(spec.dims) or any(w not in (-1, g) for w, g in zip(spec.dims, got_dims)):
+            raise error(
+                f'golden set {origin}: column "{spec.original_name}" has dims {list(got_dims)} per row, expected {want} '
+                "from the model's signature; fix the golden set or log the model with a matching signature"
+            )
+        out[spec.name] = _cast(arr, spec, origin, want, error)
+        if rows is not None and arr.shape[0] != rows:
+            raise error(f'golden set {origin}: column "{spec.original_name}" has {arr.shape[0]} rows where others have {rows}')
+        rows = arr.shape[0]
+    return out
+
+
+def _cast(arr: np.ndarray, spec: TensorSpec, origin: str, want: str, error: type[Exception]) -> np.ndarray:
+    if spec.datatype == "BYTES":
+        if arr.dtype.kind in "USO":
+            return arr.astype(object) if arr.dtype.kind != "O" else arr
+    else:
+        target = numpy_from_triton(spec.datatype)
+        kind, tkind = arr.dtype.kind, target.kind
+        # same dtype, ints (or bools) to ints or floats, floats to floats of another width
+        if arr.dtype == target or (kind in "biu" and tkind in "iuf") or (kind == "f" and tkind == "f"):
+            return arr.astype(target, copy=False)
+    raise error(
+        f'golden set {origin}: column "{spec.original_name}" has dtype {arr.dtype} ({_kind_name(arr.dtype)}), expected {want} '
+        "from the model's signature; cast the column in the golden set"
+    )
+
+
+def _kind_name(dtype: np.dtype) -> str:
+    return {"f": "floating point", "i": "integer", "u": "unsigned integer", "b": "boolean", "U": "string", "S": "bytes", "O": "object"}.get(
+        dtype.kind, dtype.kind
+    )
+
+
+def _iter_example(intake: IntakeResult, size: int, limit: int) -> Iterator[Batch]:
+    from mlflow.models import Model
+
+    mlmodel = Model.load(intake.model_dir)
+    try:
+        example = mlmodel.load_input_example(intake.model_dir)
+    except Exception as exc:  # noqa: BLE001 - MLflow raises several kinds here
+        raise IntakeError(f'model "{intake.model_name}" version {intake.version}: its input example could not be read ({exc})') from exc
+    if example is None:
+        raise IntakeError(
+            f'model "{intake.model_name}" version {intake.version} has no logged input example to use as the golden set; '
+            "log it with input_example=X[:100] or set golden.source: file with golden.path (an .npz or .parquet file)"
+        )
+    columns = _columns_of(example, intake.inputs)
+    n = min(len(next(iter(columns.values()))), limit)
+    for start in range(0, n, size):
+        yield {k: v[start : min(start + size, n)] for k, v in columns.items()}
+
+
+def _columns_of(example: Any, specs: list[TensorSpec]) -> dict[str, np.ndarray]:
+    import pandas as pd
+
+    if isinstance(example, pd.DataFrame):
+        return {str(c): example[c].to_numpy() for c in example.columns}
+    if isinstance(example, dict):
+        return {str(k): np.asarray(v) for k, v in example.items()}
+    if isinstance(example, list | tuple) and len(example) == len(specs):
+        return {s.name: np.asarray(v) for s, v in zip(specs, example)}
+    return {specs[0].name: np.asarray(example)}
+
+
+def _iter_parquet(path: Path, size: int, limit: int, specs: list[TensorSpec]) -> Iterator[Batch]:
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(path)
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises several kinds
+        raise SpecError(f"golden.path {str(path)!r} is not a readable parquet file ({exc})") from exc
+    names = pf.schema_arrow.names
+    # one tensor input with F features may come as F scalar columns
+    stack = len(specs) == 1 and specs[0].name not in names and specs[0].original_name not in names and len(names) > 1
+    produced = 0
+    for record in pf.iter_batches(batch_size=size):
+        if produced >= limit:
+            break
+        take = min(record.num_rows, limit - produced)
+        cols = {n: _arrow_column(record.column(n).slice(0, take)) for n in names}
+        if stack:
+            cols = {specs[0].name: np.stack([cols[n] for n in names], axis=1)}
+        produced += take
+        yield cols
+
+
+def _arrow_column(col: Any) -> np.ndarray:
+    import pyarrow as pa
+
+    if pa.types.is_list(col.type) or pa.types.is_fixed_size_list(col.type) or pa.types.is_large_list(col.type):
+        return np.stack([np.asarray(v) for v in col.to_pylist()]) if len(col) else np.empty((0,))
+    return col.to_numpy(zero_copy_only=False)
+
+
+def iter_npz(path: str | Path, batch_rows: int, *, limit: int | None = None) -> Iterator[Batch]:
+    """Read an ``.npz`` file's arrays together, ``batch_rows`` rows at a time, without loading them whole.
+
+    Arrays must share their first dimension. Object arrays are refused (they need pickle); save
+    strings as fixed-width unicode (``arr.astype(str)``).
+    """
+    try:
+        zf = zipfile.ZipFile(path)
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise SpecError(f"golden.path {str(path)!r} is not a readable .npz file ({exc})") from exc
+    with zf:
+        readers = {}
+        for member in zf.namelist():
+            if member.endswith(".npy"):
+                readers[member[:-4]] = _NpyReader(zf.open(member), str(path), member[:-4])
+        if not readers:
+            raise SpecError(f"golden.path {str(path)!r} holds no arrays")
+        total = min(r.rows for r in readers.values())
+        if limit is not None:
+            total = min(total, limit)
+        for start in range(0, total, batch_rows):
+            n = min(batch_rows, total - start)
+            yield {name: r.read(n) for name, r in readers.items()}
+
+
+class _NpyReader:
+    def __init__(self, fp: Any, path: str, name: str) -> None:
+        self.fp = fp
+        version = np.lib.format.read_magic(fp)
+        reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, fortran, dtype = reader(fp)
+        if dtype.hasobject or fortran:
+            raise SpecError(
+                f'golden set {path}: array "{name}" is {"an object array" if dtype.hasobject else "Fortran-ordered"}; '
+                "save it as a C-ordered array of numbers or fixed-width strings (arr.astype(str))"
+            )
+        if not shape:
+            raise SpecError(f'golden set {path}: array "{name}" is a scalar; give one row per example')
+        self.rows, self.row_shape, self.dtype = shape[0], tuple(shape[1:]), dtype
+        self.row_bytes = int(np.prod(self.row_shape, dtype=np.int64)) * dtype.itemsize
+
+    def read(self, n: int) -> np.ndarray:
+        data = self.fp.read(n * self.row_bytes)
+        return np.frombuffer(data, dtype=self.dtype).reshape((n, *self.row_shape)).copy()
+
+
+class NpzWriter:
+    """Write arrays to an ``.npz`` file batch by batch; memory stays at one batch.
+
+    Numeric batches go to a spill file per array; strings (labels, small) are kept in memory and
+    written as fixed-width unicode. Use as a context manager or call :meth:`close`.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.rows = 0
+        self._tmp = Path(tempfile.mkdtemp(prefix=".npz-", dir=self.path.parent))
+        self._spill: dict[str, tuple[Any, np.dtype, tuple[int, ...], int]] = {}
+        self._strings: dict[str, list[np.ndarray]] = {}
+
+    def append(self, arrays: Mapping[str, np.ndarray]) -> None:
+        for name, arr in arrays.items():
+            arr = np.asarray(arr)
+            if arr.dtype.kind in "USO":
+                self._strings.setdefault(name, []).append(arr.astype(str))
+                continue
+            arr = np.ascontiguousarray(arr)
+            entry = self._spill.get(name)
+            if entry is None:
+                entry = (open(self._tmp / f"{len(self._spill)}.bin", "wb"), arr.dtype, arr.shape[1:], 0)
+            fh, dtype, row_shape, rows = entry
+            if arr.dtype != dtype or arr.shape[1:] != row_shape:
+                raise ValueError(f"array {name!r}: batch of {arr.dtype}{arr.shape[1:]} after {dtype}{row_shape}")
+            fh.write(arr.tobytes())
+            self._spill[name] = (fh, dtype, row_shape, rows + arr.shape[0])
+        if arrays:
+            self.rows += len(next(iter(arrays.values())))
+
+    def close(self) -> Path:
+        """Write the ``.npz`` file (atomically) and remove the spill files."""
+        part = self.path.with_name(f".{self.path.name}.part")
+        try:
+            with zipfile.ZipFile(part, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
+                for name, (fh, dtype, row_shape, rows) in self._spill.items():
+                    fh.close()
+                    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": (rows, *row_shape)}
+                    with zf.open(f"{name}.npy", "w", force_zip64=True) as out, open(fh.name, "rb") as src:
+                        np.lib.format.write_array_header_2_0(out, header)
+                        shutil.copyfileobj(src, out, 1 << 20)
+                for name, parts in self._strings.items():
+                    with zf.open(f"{name}.npy", "w", force_zip64=True) as out:
+                        np.lib.format.write_array(out, np.concatenate(parts), allow_pickle=False)
+            part.replace(self.path)
+        finally:
+            part.unlink(missing_ok=True)
+            shutil.rmtree(self._tmp, ignore_errors=True)
+        return self.path
+
+    def discard(self) -> None:
+        """Drop what was written (nothing lands at ``path``)."""
+        for fh, *_ in self._spill.values():
+            fh.close()
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def __enter__(self) -> NpzWriter:
+        return self
+
+    def __exit__(self, exc_type: Any, *_: Any) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.discard()

@@ -1,0 +1,278 @@
+"""Intake: resolve one immutable MLflow model version, download it, and describe it for Triton.
+
+``resolve`` turns ``models:/NAME@ALIAS`` (or ``models:/NAME/VERSION``) into one version number at
+resolve time, downloads that version into the release workspace, reads its flavor and signature,
+maps the signature to Triton tensor specs (wire dtypes, dims without the batch dimension, names
+made valid for Triton with the renaming recorded), and records the lineage (run id, source, the
+run's metrics and params) and a content digest of the downloaded files.
+
+MLflow's exceptions are converted here: a model, alias or version that does not exist is an
+:class:`~model_release.errors.IntakeError` naming what is valid; a tracking store that cannot be
+reached is a :class:`~model_release.errors.ServiceUnavailable`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .dtypes import triton_from_mlflow, triton_from_numpy
+from .errors import IntakeError, ServiceUnavailable
+from .types import IntakeResult, TensorSpec
+from .workspace import Workspace
+
+if TYPE_CHECKING:
+    from .export.native import NativeModel
+    from .spec import ReleaseSpec
+
+#: MLflow flavors that export can convert to ONNX, in the order they are looked for
+SUPPORTED_FLAVORS = ("sklearn", "pytorch", "onnx", "xgboost", "lightgbm")
+
+_TRITON_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def triton_name(name: str, taken: set[str] | None = None) -> str:
+    """A Triton-valid tensor name for ``name``: letters, digits and ``_``, not starting with a digit.
+
+    ``sepal length (cm)`` becomes ``sepal_length_cm``; a name already in ``taken`` gets a suffix.
+    """
+    clean = name if _TRITON_NAME_RE.match(name) else re.sub(r"[^A-Za-z0-9_]+", "_", name).strip("_")
+    if not clean or clean[0].isdigit():
+        clean = f"t_{clean}"
+    candidate, n = clean, 2
+    while taken is not None and candidate in taken:
+        candidate, n = f"{clean}_{n}", n + 1
+    if taken is not None:
+        taken.add(candidate)
+    return candidate
+
+
+def content_digest(folder: Path) -> str:
+    """sha256 over every file's relative path and content under ``folder`` (order-independent)."""
+    h = hashlib.sha256()
+    for path in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
+        fh = hashlib.sha256()
+        with open(path, "rb") as f:
+            while block := f.read(1 << 20):
+                fh.update(block)
+        h.update(f"{path.relative_to(folder).as_posix()}\0{fh.hexdigest()}\n".encode())
+    return h.hexdigest()
+
+
+def schema_to_specs(schema: Any, *, what: str, default_name: str) -> tuple[list[TensorSpec], dict[str, str]]:
+    """Turn an MLflow signature schema (tensor- or column-based) into Triton tensor specs.
+
+    A tensor spec keeps its shape without the first (batch) dimension; a column becomes a
+    ``[1]`` tensor per row. Unnamed tensors are called ``default_name`` (``input``, ``output``),
+    numbered when there are several.
+
+    Returns:
+        The specs and the name map ``{source name: Triton name}`` for the names that changed.
+
+    Raises:
+        IntakeError: a type has no Triton data type, or a column is not a scalar column.
+    """
+    from mlflow.types.schema import ColSpec
+    from mlflow.types.schema import TensorSpec as MlflowTensorSpec
+
+    specs: list[TensorSpec] = []
+    name_map: dict[str, str] = {}
+    taken: set[str] = set()
+    items = list(schema.inputs)
+    for i, item in enumerate(items):
+        source = item.name or (default_name if len(items) == 1 else f"{default_name}_{i}")
+        name = triton_name(source, taken)
+        label = f"{what} {source!r}"
+        if isinstance(item, MlflowTensorSpec):
+            datatype = triton_from_numpy(item.type, what=label)
+            shape = tuple(int(d) for d in item.shape)
+            dims = shape[1:] if shape else ()
+        elif isinstance(item, ColSpec):
+            type_name = getattr(item.type, "name", None)
+            if not isinstance(type_name, str) or type_name == "datetime":
+                raise IntakeError(
+                    f"{label} has type {item.type!s}, which has no Triton data type; valid column types: "
+                    "boolean, integer, long, float, double, string, binary. Convert the column (for a "
+                    "datetime, e.g. to epoch seconds as long) before logging the model"
+                )
+            datatype = triton_from_mlflow(type_name, what=label)
+            dims = (1,)
+        else:  # pragma: no cover - MLflow has no third kind today
+            raise IntakeError(f"{label}: signature entry {item!r} is neither a tensor nor a column")
+        specs.append(TensorSpec(name=name, datatype=datatype, dims=dims, source_name=source if source != name else None))
+        if source != name:
+            name_map[source] = name
+    return specs, name_map
+
+
+def resolve(
+    spec: ReleaseSpec,
+    ws: Workspace,
+    *,
+    tracking_uri: str | None = None,
+    client: Any = None,
+) -> IntakeResult:
+    """Resolve ``spec.model`` to one model version, download it and describe it.
+
+    Args:
+        spec: the release spec; ``spec.model`` names the model and its alias or version.
+        ws: the release workspace; the model goes to ``<ws>/intake/model``.
+        tracking_uri: the MLflow tracking (and registry) URI; MLflow's default when None.
+        client: an ``MlflowClient`` to use instead of building one from ``tracking_uri``.
+
+    Returns:
+        The intake result, also saved as ``<ws>/intake/intake.json``.
+
+    Raises:
+        IntakeError: no such model, alias or version; no signature; an unsupported flavor; a
+            signature type with no Triton data type.
+        ServiceUnavailable: the tracking store could not be reached.
+    """
+    from .local.mlflow import quiet_mlflow_env
+
+    quiet_mlflow_env()
+    from mlflow import MlflowClient
+
+    if client is None:
+        client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
+    tracking_uri = tracking_uri or getattr(client, "_registry_uri", None) or getattr(client, "tracking_uri", None)
+    ref = spec.model
+    version = _find_version(client, ref.name, ref.alias, ref.version)
+    run = _get_run(client, version.run_id) if version.run_id else None
+
+    stage = ws.stage_dir("intake", fresh=True)
+    model_dir = _download(ref.name, str(version.version), stage / "model", tracking_uri)
+
+    from mlflow.models import Model
+
+    mlmodel = Model.load(str(model_dir))
+    flavor = next((f for f in SUPPORTED_FLAVORS if f in mlmodel.flavors), None)
+    where = f'model "{ref.name}" version {version.version}'
+    if flavor is None:
+        raise IntakeError(
+            f"{where} has flavor(s) {sorted(mlmodel.flavors)}, none of which can be exported to ONNX; "
+            f"supported flavors: {', '.join(SUPPORTED_FLAVORS)}. Log the model with one of "
+            "mlflow.sklearn / mlflow.pytorch / mlflow.onnx / mlflow.xgboost / mlflow.lightgbm"
+        )
+    if mlmodel.signature is None or mlmodel.signature.inputs is None:
+        raise IntakeError(
+            f"{where} has no signature, so its inputs and outputs are unknown. Log it again with "
+            "signature=mlflow.models.infer_signature(X, model.predict(X)) or input_example=X[:5], and register that version"
+        )
+    inputs, in_map = schema_to_specs(mlmodel.signature.inputs, what=f"{where}: input", default_name="input")
+    outputs: list[TensorSpec] = []
+    out_map: dict[str, str] = {}
+    if mlmodel.signature.outputs is not None:
+        outputs, out_map = schema_to_specs(mlmodel.signature.outputs, what=f"{where}: output", default_name="output")
+
+    result = IntakeResult(
+        model_name=ref.name,
+        version=str(version.version),
+        alias=ref.alias,
+        run_id=version.run_id,
+        source=str(version.source),
+        flavor=flavor,
+        model_dir=str(model_dir),
+        inputs=inputs,
+        outputs=outputs,
+        content_digest=content_digest(model_dir),
+        metrics={k: float(v) for k, v in (run.data.metrics if run else {}).items()},
+        params={k: str(v) for k, v in (run.data.params if run else {}).items()},
+        name_map={**in_map, **out_map},
+        classes=None,
+        tracking_uri=tracking_uri,
+    )
+    result.classes = load_native(result).classes
+    ws.save_result("intake", result)
+    return result
+
+
+def load_native(intake: IntakeResult) -> NativeModel:
+    """Load the downloaded model natively; call it with ``{input name: array}`` for its outputs.
+
+    The returned object is callable: ``native({"input": X}) -> {"label": ..., "probabilities": ...}``,
+    keyed by the same Triton names the exported ONNX model uses. See
+    :mod:`model_release.export.native` for each flavor's outputs.
+    """
+    from .export.native import load_native as _load
+
+    return _load(intake)
+
+
+def _mlflow_boundary(exc: Exception, what: str) -> Exception:
+    """Convert an MLflow exception that is not a "does not exist" into an infrastructure error."""
+    return ServiceUnavailable(f"MLflow could not {what}: {getattr(exc, 'message', exc)}")
+
+
+def _not_found(exc: Exception) -> bool:
+    return getattr(exc, "error_code", "") == "RESOURCE_DOES_NOT_EXIST"
+
+
+def _find_version(client: Any, name: str, alias: str | None, version: int | None) -> Any:
+    from mlflow.exceptions import MlflowException
+
+    try:
+        model = client.get_registered_model(name)
+    except MlflowException as exc:
+        if not _not_found(exc):
+            raise _mlflow_boundary(exc, f"read registered model {name!r}") from exc
+        names = _registered_names(client)
+        close = difflib.get_close_matches(name, names, n=5, cutoff=0.5)
+        hint = (
+            f"did you mean {', '.join(repr(n) for n in close)}?" if close
+            else f"registered models: {', '.join(repr(n) for n in names[:20])}" if names
+            else "the registry has no registered models"
+        )
+        raise IntakeError(f'unknown model "{name}": no registered model has that name; {hint}') from None
+    try:
+        if alias is not None:
+            return client.get_model_version_by_alias(name, alias)
+        return client.get_model_version(name, str(version))
+    except MlflowException as exc:
+        if not _not_found(exc):
+            raise _mlflow_boundary(exc, f"read model {name!r}") from exc
+    if alias is not None:
+        aliases = dict(getattr(model, "aliases", {}) or {})
+        valid = ", ".join(f"{a} (version {v})" for a, v in sorted(aliases.items())) or "none; set one with MlflowClient().set_registered_model_alias"
+        raise IntakeError(f'model "{name}" has no alias "{alias}"; its aliases: {valid}')
+    versions = sorted(int(v.version) for v in client.search_model_versions(f"name='{name}'"))
+    raise IntakeError(
+        f'model "{name}" has no version {version}; its versions: {", ".join(map(str, versions)) or "none"}'
+    )
+
+
+def _registered_names(client: Any) -> list[str]:
+    try:
+        return sorted(m.name for m in client.search_registered_models(max_results=1000))
+    except Exception:  # noqa: BLE001 - only a hint for a message
+        return []
+
+
+def _get_run(client: Any, run_id: str) -> Any:
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return client.get_run(run_id)
+    except MlflowException as exc:
+        if _not_found(exc):
+            return None  # the run was deleted; the version is still immutable
+        raise _mlflow_boundary(exc, f"read run {run_id}") from exc
+
+
+def _download(name: str, version: str, dst: Path, tracking_uri: str | None) -> Path:
+    import mlflow.artifacts
+    from mlflow.exceptions import MlflowException
+
+    dst.mkdir(parents=True, exist_ok=True)
+    try:
+        path = mlflow.artifacts.download_artifacts(
+            artifact_uri=f"models:/{name}/{version}", dst_path=str(dst),
+            tracking_uri=tracking_uri, registry_uri=tracking_uri,
+        )
+    except (MlflowException, OSError) as exc:
+        raise _mlflow_boundary(exc, f"download models:/{name}/{version}") from exc
+    return Path(path) if os.path.isdir(path) else dst
