@@ -16,6 +16,7 @@ Every model lives in ``models/<model>/<version>/`` with the version from ``repos
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -364,7 +365,15 @@ def _inside(root: Path, *parts: str) -> Path:
     return path
 
 
+_MODEL_NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_\-]{0,127}")
+
+
 def _write_model(models_dir: Path, model: ModelDir, version: int) -> None:
+    if not _MODEL_NAME_RE.fullmatch(model.name):
+        raise AssembleError(
+            f"model name {model.name!r} is not a plain name (a letter, then letters, digits, _ and -); "
+            "it becomes a folder name: fix the spec's name"
+        )
     cfg.pin_version(model.config, version)
     model_dir = _inside(models_dir, model.name)
     version_dir = _inside(model_dir, str(version))

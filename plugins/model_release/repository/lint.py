@@ -236,7 +236,7 @@ class _Linter:
         for child in sorted(info.path.iterdir()):
             if not child.is_dir() or child.name.startswith("."):
                 continue
-            if not _VERSION_RE.match(child.name):
+            if not _VERSION_RE.fullmatch(child.name):
                 self.add("version-not-numeric", name, f"{name}/{child.name}",
                          f"folder {child.name!r} is not a version number, so Triton ignores it; "
                          "rename it to a number (1, 2, ...) or move it out of the model folder")

@@ -43,7 +43,7 @@ def py_literal(value: Any) -> PyLiteral:
             raise AssembleError(f"template value {value!r} is not a finite number")
         return PyLiteral(repr(value))
     if isinstance(value, str):
-        if not _IDENT_RE.match(value):
+        if not _IDENT_RE.fullmatch(value):
             raise AssembleError(
                 f"template value {value!r} is not a plain name (letters, digits, _ - . :, at most 128); "
                 "rename the model or tensor"

@@ -69,7 +69,7 @@ class CascadeSpec(_Strict):
     @field_validator("output")
     @classmethod
     def _tensor(cls, v: str) -> str:
-        if not _TENSOR_RE.match(v):
+        if not _TENSOR_RE.fullmatch(v):
             raise ValueError("repository.cascade.output must be a tensor name (letters, digits, _)")
         return v
 
@@ -94,7 +94,7 @@ class FanoutSpec(_Strict):
     @classmethod
     def _members(cls, v: dict[str, str]) -> dict[str, str]:
         for key, source in v.items():
-            if not _MEMBER_RE.match(key):
+            if not _MEMBER_RE.fullmatch(key):
                 raise ValueError(
                     f"repository.fanout.members key {key!r} must be lower-case letters, digits and _ "
                     "(at most 31, starting with a letter): it becomes part of a model name"
@@ -107,7 +107,7 @@ class FanoutSpec(_Strict):
     @field_validator("output")
     @classmethod
     def _tensor(cls, v: str) -> str:
-        if not _TENSOR_RE.match(v):
+        if not _TENSOR_RE.fullmatch(v):
             raise ValueError("repository.fanout.output must be a tensor name (letters, digits, _)")
         return v
 
