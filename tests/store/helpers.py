@@ -133,6 +133,10 @@ class CuttableProxy:
     def close(self) -> None:
         self._stop.set()
         self.go_away()
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
+        except OSError:
+            pass
         self.sock.close()
         self._thread.join(5)
 

@@ -1,0 +1,58 @@
+"""``model-release store ...`` on a local-folder store and on moto."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from model_release.store import promote, read_channel
+from model_release.store.cli import main
+
+from .helpers import make_release
+
+pytestmark = pytest.mark.integration
+
+
+def _run(capsys, *argv: str) -> tuple[int, object, str]:
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, (json.loads(out.out) if out.out.strip() else None), out.err
+
+
+def test_cli_history_releases_verify_rollback_retention(kit, tmp_path, capsys, monkeypatch):
+    store = kit.store()
+    if kit.kind == "s3":
+        monkeypatch.setenv("MODEL_RELEASE_S3_ENDPOINT_URL", kit.endpoint_url)
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "cli-test")
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "cli-test")
+        monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    for name in ("r1", "r2"):
+        promote(make_release(tmp_path / name, small=1, seed=name), name, store, "production")
+    code, hist, _ = _run(capsys, "store", "history", "--store", kit.uri, "--channel", "production")
+    assert code == 0 and [h["release_id"] for h in hist] == ["r1", "r2"]
+    code, rels, _ = _run(capsys, "releases", "--store", kit.uri)
+    assert code == 0 and {r["release_id"]: r["channels"] for r in rels} == {"r1": [], "r2": ["production"]}
+    code, report, _ = _run(capsys, "verify", "r2", "--store", kit.uri, "--deep")
+    assert code == 0 and report["ok"] is True
+    code, back, _ = _run(capsys, "rollback", "--store", kit.uri, "--channel", "production")
+    assert code == 0 and back["to_release"] == "r1"
+    assert read_channel(store, "production").release_id == "r1"
+    code, ret, _ = _run(capsys, "retention", "--store", kit.uri, "--keep", "0", "--protect-days", "0", "--dry-run")
+    assert code == 0 and ret == {"deleted": ["r2"], "dry_run": True}
+
+    store.backend.put_bytes("releases/r1/reports/report.json", b"{}")
+    code, report, _ = _run(capsys, "verify", "r1", "--store", kit.uri)
+    assert code == 5 and not report["ok"] and "reports/report.json" in report["problems"]
+
+
+def test_cli_errors_are_one_line_and_non_zero(tmp_path, capsys):
+    uri = (tmp_path / "empty").as_uri()
+    code, _, err = _run(capsys, "rollback", "--store", uri, "--channel", "production")
+    assert code != 0 and err.count("\n") == 1 and "points at nothing" in err
+    code, _, err = _run(capsys, "history", "--store", "ftp://nope")
+    assert code == 2 and err.count("\n") == 1 and "s3://BUCKET" in err
+    code, _, err = _run(capsys, "retention", "--store", uri)
+    assert code == 2 and "--keep" in err
+    code, _, err = _run(capsys, "history", "--store", uri, "--channel", "bad/channel")
+    assert code == 2 and "channel" in err
