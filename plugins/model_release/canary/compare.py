@@ -135,12 +135,17 @@ def compare_with_baseline(
 ) -> dict[str, Any]:
     """Label agreement and max abs difference against the production model's outputs (report only).
 
-    ``baseline`` holds the production model's served outputs on the same golden rows, so both sides
-    have the same form (label names for a classifier).
+    ``baseline`` holds the production model's outputs on the same golden rows, either native (class
+    values, as in the reference) or served (label names); a classifier's class values are mapped to
+    names the same way the reference's are.
     """
     out: dict[str, Any] = {}
+    names = class_names(spec, intake) if spec.repository.shape == "classifier" else None
     for name in sorted(set(baseline) & set(candidate)):
         b, c = np.asarray(baseline[name]), np.asarray(candidate[name])
+        if names and name == "label":
+            text = top1(b)
+            b = np.array([names.get(t, t) for t in text], dtype=object)
         if len(b) != len(c):
             out[name] = {"error": f"baseline has {len(b)} rows, the candidate {len(c)}"}
             continue

@@ -22,6 +22,7 @@ import atexit
 import json
 import os
 import shutil
+import secrets
 import signal
 import subprocess
 import tempfile
@@ -127,6 +128,7 @@ class LocalTriton:
         self.runtime: dict[str, str] = {}
         self._clients: list[Any] = []
         self._lock = threading.Lock()
+        self._shm_prefix = f"model_release_triton_{os.getpid()}_{secrets.token_hex(4)}_"
 
     # ---- addresses ------------------------------------------------------------------------
     @property
@@ -250,6 +252,8 @@ class LocalTriton:
             "--allow-gpu-metrics=false",
             f"--exit-timeout-secs={max(1, int(self.exit_timeout) - 2)}",
             "--log-verbose=0",
+            # python stubs' shared memory under a name of our own, so stop() can remove what a killed stub leaves
+            f"--backend-config=python,shm-region-prefix-name={self._shm_prefix}",
         ]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
@@ -317,6 +321,8 @@ class LocalTriton:
             except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL does not fail
                 pass
             atexit.unregister(self._atexit_stop)
+            for region in Path("/dev/shm").glob(f"{self._shm_prefix}*"):
+                region.unlink(missing_ok=True)
         if remove_work_dir:
             self._cleanup_work_dir()
 

@@ -1,0 +1,43 @@
+"""Fixtures for the canary tests: one trained iris model per session, one served repository per module."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from model_release.canary.shim import prepare_canary_repository
+from model_release.local.triton import DEFAULT_RUNTIME_VENV, LocalTriton
+
+from .support import train_iris, write_leaf, write_pipeline
+
+
+@pytest.fixture(scope="session")
+def iris(tmp_path_factory: pytest.TempPathFactory):
+    """(onnx path, golden inputs, native reference outputs) of a LogisticRegression on iris."""
+    return train_iris(tmp_path_factory.mktemp("iris-train"))
+
+
+@pytest.fixture(scope="session")
+def iris_repository(tmp_path_factory: pytest.TempPathFactory, iris) -> Path:
+    """A classifier repository with three pipelines over one ONNX leaf: iris (good), iris_flip
+    (the postprocess flips every 5th row's label) and iris_broken (the postprocess fails to load)."""
+    onnx_path, _, _ = iris
+    repo = tmp_path_factory.mktemp("iris-repo") / "repository"
+    write_leaf(repo, onnx_path)
+    write_pipeline(repo, "iris")
+    write_pipeline(repo, "iris_flip", flip_every=5)
+    write_pipeline(repo, "iris_broken", fail_on_load=True)
+    return repo
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory, iris_repository: Path) -> Iterator[LocalTriton]:
+    """One real tritonserver over a shimmed copy of ``iris_repository``, explicit model control."""
+    if not (DEFAULT_RUNTIME_VENV / "bin" / "python").exists():
+        pytest.fail(f"the runtime venv {DEFAULT_RUNTIME_VENV} is missing: run `bash infra/local/setup.sh`")
+    work = tmp_path_factory.mktemp("served")
+    copy = prepare_canary_repository(iris_repository, work / "repository")
+    with LocalTriton(copy.path, work_dir=work / "server", ready_timeout=60) as triton:
+        yield triton

@@ -1,0 +1,117 @@
+"""The canary stage on a real tritonserver: a passing release, blocked releases, a model that fails to load."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from model_release.canary import run_canary
+from model_release.errors import CanaryRejected
+from model_release.types import CanaryResult
+
+from .support import LABELS, make_release
+
+pytestmark = pytest.mark.integration
+
+
+def _report(release) -> dict:  # noqa: ANN001
+    return json.loads((release.workspace.stage_dir("canary") / "report.json").read_text())
+
+
+def test_a_faithful_candidate_passes_on_a_local_shimmed_triton_with_its_figures_reported(tmp_path, iris, iris_repository):
+    onnx_path, golden, reference = iris
+    release = make_release(tmp_path, iris_repository, onnx_path, golden, reference)
+    # production answered differently on rows 0 and 1: reported, never gating
+    baseline = {"label": reference["label"].copy(), "probabilities": reference["probabilities"] + np.float32(0.25)}
+    baseline["label"][[0, 1]] = 2
+
+    result = run_canary(release.spec, release.intake, release.export, release.assembled, release.workspace,
+                        baseline=baseline, baseline_name="production (version 0)")
+
+    assert result.passed
+    report = _report(release)
+    assert report["verdict"] == "passed" and report["reasons"] == []
+    server = report["server"]
+    assert server["mode"] == "local" and server["version"] == "2.51.0"
+    assert server["description"] == "CPU, python-backend onnxruntime shim"
+    assert server["shimmed_models"] == ["iris_onnx"]
+    assert server["models_loaded"] == {"iris_onnx": ["1"], "iris_post": ["1"], "iris": ["1"]}
+    assert report["golden"]["rows"] == 150
+    parity = report["parity"]
+    assert parity["probabilities"]["passed"] and parity["probabilities"]["max_abs"] < 1e-5
+    assert parity["label"]["agreement"] == 1.0 and parity["label"]["total_rows"] == 150
+    timing = report["timing"]
+    assert timing["requests"] == math.ceil(150 / 16) and timing["rows"] == 150
+    assert timing["p50_ms"] <= timing["p95_ms"] <= timing["p99_ms"] and timing["throughput_rows_per_s"] > 0
+    assert report["expectations"]["passed"] is True
+    in_set = [r for r in report["expectations"]["results"] if r["expectation"] == "expect_column_values_to_be_in_set"]
+    assert in_set and in_set[0]["kwargs"]["value_set"] == LABELS
+    assert report["baseline"]["name"] == "production (version 0)" and report["baseline"]["gating"] is False
+    assert report["baseline"]["outputs"]["label"]["differing_rows"] == 2
+    assert report["baseline"]["outputs"]["probabilities"]["max_abs"] == pytest.approx(0.25, abs=1e-5)
+    saved = release.workspace.load_result("canary", CanaryResult)
+    assert saved == result
+    html = (release.workspace.stage_dir("canary") / "report.html").read_text()
+    assert "PASSED" in html and "python-backend onnxruntime shim" in html
+    assert "http://" not in html.replace("http://127.0.0.1", "") and "https://" not in html and "<script" not in html
+
+
+def test_a_served_output_that_differs_from_the_reference_blocks_the_release(tmp_path, iris, iris_repository, served):
+    onnx_path, golden, reference = iris
+    perturbed = dict(reference, probabilities=reference["probabilities"].copy())
+    perturbed["probabilities"][[3, 40, 77]] += np.float32(0.02)
+    release = make_release(tmp_path, iris_repository, onnx_path, golden, perturbed)
+
+    with pytest.raises(CanaryRejected) as caught:
+        run_canary(release.spec, release.intake, release.export, release.assembled, release.workspace,
+                   endpoint=served.http_url)
+
+    message = str(caught.value)
+    assert 'output "probabilities"' in message
+    assert "on 3 of 150 rows" in message and "max abs 0.02 > atol 1e-05" in message
+    assert str(release.workspace.stage_dir("canary") / "report.json") in message
+    report = _report(release)
+    assert report["verdict"] == "rejected"
+    assert sorted(report["parity"]["probabilities"]["worst_rows"]) == [3, 40, 77]
+    assert report["parity"]["label"]["passed"] is True
+    assert report["server"]["mode"] == "endpoint"
+    assert release.workspace.load_result("canary", CanaryResult).passed is False
+    assert "REJECTED" in (release.workspace.stage_dir("canary") / "report.html").read_text()
+
+
+def test_a_postprocess_that_flips_labels_is_blocked_on_label_agreement(tmp_path, iris, iris_repository, served):
+    onnx_path, golden, reference = iris
+    release = make_release(tmp_path, iris_repository, onnx_path, golden, reference, name="iris_flip")
+
+    with pytest.raises(CanaryRejected) as caught:
+        run_canary(release.spec, release.intake, release.export, release.assembled, release.workspace,
+                   endpoint=served.http_url)
+
+    # the flipper changes rows 0, 5, 10, 15 of every 16-row request: 9 full requests and one of 6 rows
+    flipped = 9 * 4 + 2
+    message = str(caught.value)
+    assert 'output "label"' in message and f"({flipped} differ; required agreement 100.0000%)" in message
+    report = _report(release)
+    assert report["parity"]["label"]["failing_rows"] == flipped
+    assert report["parity"]["probabilities"]["passed"] is True
+
+
+def test_a_model_that_fails_to_load_is_rejected_naming_it_and_tritons_error(tmp_path, iris, iris_repository, served):
+    onnx_path, golden, reference = iris
+    release = make_release(tmp_path, iris_repository, onnx_path, golden, reference, name="iris_broken")
+
+    with pytest.raises(CanaryRejected) as caught:
+        run_canary(release.spec, release.intake, release.export, release.assembled, release.workspace,
+                   endpoint=served.http_url)
+
+    message = str(caught.value)
+    assert 'model "iris_broken_post" failed to load' in message
+    assert "postprocess refuses to load: fail_on_load is set" in message
+    report = _report(release)
+    assert report["verdict"] == "rejected" and "iris_broken_post" in report["reasons"][0]
+    # the endpoint is left as it was found: nothing of the candidate stays loaded
+    index = {m["name"]: m.get("state") for m in served.client().get_model_repository_index()}
+    assert index.get("iris_onnx") != "READY" and index.get("iris") != "READY"

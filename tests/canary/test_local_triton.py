@@ -1,0 +1,128 @@
+"""The embedded local Triton: a real tritonserver that answers, reports clearly, and never outlives its caller."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from model_release.errors import ServiceUnavailable
+from model_release.local.triton import LocalTriton
+
+pytestmark = pytest.mark.integration
+
+SLOW_PY = """
+import time
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        time.sleep(120)
+
+    def execute(self, requests):
+        return []
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is gone for our purposes; anything else is a live process
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _group_members(pgid: int) -> list[int]:
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            members.append(int(stat.parent.name))
+    return members
+
+
+def test_serves_the_repository_on_loopback_with_explicit_model_control(served):
+    client = served.client()
+    assert served.http_url.startswith("127.0.0.1:")
+    assert client.get_server_metadata()["version"] == "2.51.0"
+    assert client.is_server_ready()
+    # explicit mode: nothing is loaded until asked
+    assert client.is_model_ready("iris_onnx") is False
+    client.load_model("iris")  # loads its steps too
+    import tritonclient.http as httpclient
+
+    x = np.array([[5.1, 3.5, 1.4, 0.2], [6.7, 3.0, 5.2, 2.3]], dtype=np.float32)
+    inp = httpclient.InferInput("features", list(x.shape), "FP32")
+    inp.set_data_from_numpy(x)
+    result = client.infer("iris", [inp])
+    assert [v.decode() for v in result.as_numpy("label")[:, 0]] == ["setosa", "virginica"]
+    assert np.allclose(result.as_numpy("probabilities").sum(axis=1), 1.0, atol=1e-5)
+    client.unload_model("iris", unload_dependents=True)
+
+
+def test_the_server_and_its_python_stubs_are_gone_after_the_context_exits(tmp_path, iris_repository):
+    from model_release.canary.shim import prepare_canary_repository
+
+    copy = prepare_canary_repository(iris_repository, tmp_path / "repository")
+    with LocalTriton(copy.path) as triton:
+        triton.client().load_model("iris_post")  # starts a python backend stub in the server's group
+        pid = triton.pid
+        assert _alive(pid) and len(_group_members(pid)) >= 2
+        work_dir = triton.work_dir
+    assert not _alive(pid)
+    assert _group_members(pid) == []
+    assert not work_dir.exists()  # its own temporary folder is removed
+
+
+def test_the_server_is_stopped_when_the_body_raises(tmp_path):
+    (tmp_path / "empty").mkdir()
+    pid = None
+    with pytest.raises(RuntimeError, match="the caller failed"):
+        with LocalTriton(tmp_path / "empty", work_dir=tmp_path / "server") as triton:
+            pid = triton.pid
+            assert _alive(pid)
+            raise RuntimeError("the caller failed")
+    assert pid is not None and not _alive(pid)
+    assert "Started HTTPService at 127.0.0.1" in (tmp_path / "server" / "tritonserver.log").read_text()
+
+
+def test_a_missing_runtime_venv_says_how_to_create_it(tmp_path):
+    with pytest.raises(ServiceUnavailable) as caught:
+        with LocalTriton(tmp_path, runtime_venv=tmp_path / "no-such-venv"):
+            pass  # pragma: no cover - never entered
+    message = str(caught.value)
+    assert "no-such-venv" in message and "bash infra/local/setup.sh" in message
+
+
+def test_a_runtime_venv_without_pytriton_says_so(tmp_path):
+    venv = tmp_path / "bare-venv"
+    (venv / "bin").mkdir(parents=True)
+    os.symlink(shutil.which("python3") or "/usr/bin/python3", venv / "bin" / "python")
+    with pytest.raises(ServiceUnavailable, match="nvidia-pytriton is not installed in it.*infra/local/setup.sh"):
+        LocalTriton(tmp_path, runtime_venv=venv).start()
+
+
+def test_a_server_that_is_not_ready_in_time_fails_with_its_log_and_leaves_nothing_running(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / "slow" / "1").mkdir(parents=True)
+    (repo / "slow" / "1" / "model.py").write_text(SLOW_PY)
+    (repo / "slow" / "config.pbtxt").write_text('name: "slow"\nbackend: "python"\nmax_batch_size: 0\n'
+                                                'input { name: "x" data_type: TYPE_FP32 dims: [1] }\n'
+                                                'output { name: "y" data_type: TYPE_FP32 dims: [1] }\n')
+    triton = LocalTriton(repo, model_control="none", ready_timeout=3, work_dir=tmp_path / "server", exit_timeout=3)
+    with pytest.raises(ServiceUnavailable) as caught:
+        triton.start()
+    message = str(caught.value)
+    assert "was not ready" in message and "within 3 s" in message and "tritonserver.log" in message
+    assert "slow" in message  # the log tail shows what it was doing
+    assert triton.process is not None and not _alive(triton.process.pid)
+    assert _group_members(triton.process.pid) == []
+
