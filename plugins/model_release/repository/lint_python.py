@@ -42,22 +42,38 @@ class PythonAnalysis:
     execute_returns: bool = False
 
 
-def _own_nodes(func: ast.AST):
-    """The nodes of a function body, not descending into nested functions, lambdas or classes."""
-    stack = list(ast.iter_child_nodes(func))
-    while stack:
-        node = stack.pop()
-        yield node
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            stack.extend(ast.iter_child_nodes(node))
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 
 
-def _bound_names(tree: ast.Module) -> set[str]:
+def _flatten(tree: ast.AST) -> tuple[list[ast.AST], dict[ast.AST, ast.AST]]:
+    """Every node of the tree (breadth first) and each node's parent, in one traversal."""
+    nodes: list[ast.AST] = [tree]
+    parents: dict[ast.AST, ast.AST] = {}
+    i = 0
+    while i < len(nodes):
+        node = nodes[i]
+        i += 1
+        for child in ast.iter_child_nodes(node):
+            parents[child] = node
+            nodes.append(child)
+    return nodes, parents
+
+
+def _function_of(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> ast.AST | None:
+    """The nearest function (or lambda) enclosing ``node``."""
+    scope = parents.get(node)
+    while scope is not None and not isinstance(scope, _FUNCTIONS):
+        scope = parents.get(scope)
+    return scope
+
+
+def _bound_names(nodes: list[ast.AST]) -> set[str]:
     """Every name the module binds anywhere (flat: scopes are not told apart)."""
     bound: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            bound.add(node.id)
+    for node in nodes:
+        if isinstance(node, ast.Name):
+            if not isinstance(node.ctx, ast.Load):
+                bound.add(node.id)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             bound.add(node.name)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -86,12 +102,10 @@ class _Resolver:
     else a module-level constant assigned exactly once.
     """
 
-    def __init__(self, tree: ast.Module) -> None:
-        self.parents: dict[ast.AST, ast.AST] = {}
+    def __init__(self, tree: ast.Module, nodes: list[ast.AST], parents: dict[ast.AST, ast.AST]) -> None:
+        self.parents = parents
         assigned: dict[str, int] = {}
-        for node in ast.walk(tree):
-            for child in ast.iter_child_nodes(node):
-                self.parents[child] = node
+        for node in nodes:
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                 assigned[node.id] = assigned.get(node.id, 0) + 1
         self.constants: dict[str, tuple[str, ...]] = {}
@@ -102,7 +116,7 @@ class _Resolver:
                     self.constants[node.targets[0].id] = value
         self.functions = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
         self.calls: dict[str, list[ast.Call]] = {}
-        for node in ast.walk(tree):
+        for node in nodes:
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in self.functions:
                 self.calls.setdefault(node.func.id, []).append(node)
 
@@ -189,6 +203,8 @@ def analyze(source: str) -> PythonAnalysis:
         result.syntax_error = f"line {exc.lineno}: {exc.msg}"
         return result
 
+    nodes, parents = _flatten(tree)
+    execute = None
     model_class = next(
         (n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "TritonPythonModel"), None
     )
@@ -201,42 +217,44 @@ def analyze(source: str) -> PythonAnalysis:
         if execute is not None:
             result.execute_line = execute.lineno
             result.execute_async = isinstance(execute, ast.AsyncFunctionDef)
-            for node in _own_nodes(execute):
-                if isinstance(node, ast.Return):
-                    result.execute_returns = True
-                    if node.value is not None and not (isinstance(node.value, ast.Constant) and node.value.value is None):
-                        result.execute_returns_value = result.execute_returns_value or node.lineno
 
-    for func in ast.walk(tree):
-        if isinstance(func, (ast.FunctionDef, ast.Lambda)):
-            for node in _own_nodes(func):
-                if isinstance(node, (ast.Await, ast.AsyncFor, ast.AsyncWith)):
-                    name = getattr(func, "name", "<lambda>")
-                    result.awaits_in_sync.append((name, node.lineno))
-                    break
+    flagged: set[ast.AST] = set()
+    calls: list[ast.Call] = []
+    for node in nodes:
+        if isinstance(node, ast.Call):
+            calls.append(node)
+        elif isinstance(node, (ast.Await, ast.AsyncFor, ast.AsyncWith)):
+            func = _function_of(node, parents)
+            if isinstance(func, (ast.FunctionDef, ast.Lambda)) and func not in flagged:
+                flagged.add(func)
+                result.awaits_in_sync.append((getattr(func, "name", "<lambda>"), node.lineno))
+        elif isinstance(node, ast.Return) and execute is not None and _function_of(node, parents) is execute:
+            result.execute_returns = True
+            if node.value is not None and not (isinstance(node.value, ast.Constant) and node.value.value is None):
+                result.execute_returns_value = result.execute_returns_value or node.lineno
+    result.awaits_in_sync.sort(key=lambda item: item[1])
 
-    bound = _bound_names(tree)
+    bound = _bound_names(nodes)
     if "*" not in bound:
         reported: set[str] = set()
-        for node in ast.walk(tree):
+        for node in nodes:
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
                 if node.id not in bound and node.id not in _BUILTINS and node.id not in reported:
                     reported.add(node.id)
                     result.undefined.append((node.id, node.lineno))
         result.undefined.sort(key=lambda item: item[1])
 
-    resolver = _Resolver(tree)
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call):
-            continue
-        if _is_inference_request(node):
-            model_arg = next((k.value for k in node.keywords if k.arg == "model_name"), None)
-            outputs_arg = next((k.value for k in node.keywords if k.arg == "requested_output_names"), None)
-            outputs = resolver.names(outputs_arg) if outputs_arg is not None else None
-            result.bls_calls.append(
-                BlsCall(node.lineno, resolver.names(model_arg), outputs, ast.unparse(model_arg) if model_arg is not None else "?")
-            )
-        elif isinstance(node.func, ast.Attribute) and node.func.attr == "exec" and result.blocking_exec is None:
-            result.blocking_exec = node.lineno
+    requests = [call for call in calls if _is_inference_request(call)]
+    resolver = _Resolver(tree, nodes, parents) if requests else None
+    for node in requests:
+        assert resolver is not None
+        model_arg = next((k.value for k in node.keywords if k.arg == "model_name"), None)
+        outputs_arg = next((k.value for k in node.keywords if k.arg == "requested_output_names"), None)
+        outputs = resolver.names(outputs_arg) if outputs_arg is not None else None
+        result.bls_calls.append(
+            BlsCall(node.lineno, resolver.names(model_arg), outputs, ast.unparse(model_arg) if model_arg is not None else "?")
+        )
+    blocking = [c.lineno for c in calls if isinstance(c.func, ast.Attribute) and c.func.attr == "exec"]
+    result.blocking_exec = min(blocking) if blocking else None
     result.bls_calls.sort(key=lambda c: c.line)
     return result
