@@ -183,3 +183,17 @@ def test_a_rerun_replaces_the_whole_repository(onnx_models, tmp_path):
     result = assemble(make_spec(shape="single"), intake_result(), export_result(onnx_models["lr"]), ws)
     assert sorted(p.name for p in Path(result.repository_dir).iterdir()) == ["iris"]
     assert lint_repository(result.repository_dir).findings == []
+
+
+@pytest.mark.parametrize(("instances", "expected"), [(1, 2), (3, 3)])
+def test_bls_instances_exceed_the_call_depth(onnx_models, tmp_path, instances, expected):
+    spec = make_spec(base_dir=tmp_path, shape="cascade", instances=instances,
+                     cascade={"large": str(onnx_models["tree"]), "threshold": 0.5})
+    result = assemble(spec, intake_result(), export_result(onnx_models["lr"]), Workspace("cas-2", tmp_path / "ws"))
+    repo = Path(result.repository_dir)
+    router = read_config(repo / "iris" / "config.pbtxt")
+    assert router.backend == "python" and router.instance_group[0].count == expected
+    assert router.parameters["FORCE_CPU_ONLY_INPUT_TENSORS"].string_value == "no"
+    assert read_config(repo / "iris_small" / "config.pbtxt").instance_group[0].count == instances
+    code = (repo / "iris" / "1" / "model.py").read_text()
+    assert "async def execute" in code and ".async_exec()" in code and "to_dlpack" in code

@@ -29,7 +29,7 @@ from ..spec import ReleaseSpec
 from ..types import AssembleResult, ExportResult, IntakeResult, TensorRTResult, TensorSpec
 from ..workspace import Workspace
 from . import config as cfg
-from .lint import lint_repository
+from .lint import call_depths, lint_repository
 from .manifest import build_manifest, write_manifest
 from .onnx_io import onnx_io
 from .render import render
@@ -47,6 +47,7 @@ class ModelDir:
     name: str
     config: mc.ModelConfig
     files: dict[str, bytes | Path] = field(default_factory=dict)
+    calls: list[str] = field(default_factory=list)  # models it calls through BLS
 
 
 @dataclass
@@ -99,6 +100,7 @@ def assemble(
         entry, models = spec.name, _fanout(spec, release_leaf, parse_block("fanout", spec.repository.fanout))
     else:  # pragma: no cover - the spec's Literal refuses it first
         raise AssembleError(f"repository.shape {shape!r} is unknown; valid: classifier, cascade, fanout, single")
+    _size_bls_instances(models, spec.repository.instances)
     for model in models:
         _write_model(models_dir, model, version)
 
@@ -191,14 +193,14 @@ def _dynamic_batching(config: mc.ModelConfig, spec: ReleaseSpec) -> None:
 
 def _python_model(
     name: str, spec: ReleaseSpec, inputs: list[TensorSpec], outputs: list[TensorSpec], source: str,
-    *, instances: int | None = None, data: dict[str, bytes] | None = None, keep_on_device: bool = False,
+    *, data: dict[str, bytes] | None = None, keep_on_device: bool = False,
 ) -> ModelDir:
     config = mc.ModelConfig(name=name, backend="python", max_batch_size=spec.repository.max_batch_size)
     for t in inputs:
         cfg.add_input(config, t.name, t.datatype, t.dims)
     for t in outputs:
         cfg.add_output(config, t.name, t.datatype, t.dims)
-    config.instance_group.add(count=instances or spec.repository.instances, kind=mc.ModelInstanceGroup.KIND_CPU)
+    config.instance_group.add(count=spec.repository.instances, kind=mc.ModelInstanceGroup.KIND_CPU)
     if keep_on_device:  # BLS stages: let GPU tensors reach model.py as they are (DLPack), no host copy
         config.parameters["FORCE_CPU_ONLY_INPUT_TENSORS"].string_value = "no"
     return ModelDir(name, config, {"model.py": source.encode("utf-8"), **(data or {})})
@@ -321,9 +323,17 @@ def _member_output(members: dict[str, _Leaf], output: str, shape: str) -> Tensor
     return TensorSpec(output, first.datatype, (width,))
 
 
-def _bls_instances(spec: ReleaseSpec, depth: int) -> int:
-    """A BLS stage holds an instance while its nested calls run: more instances than call levels."""
-    return max(spec.repository.instances, depth + 1)
+def _size_bls_instances(models: list[ModelDir], instances: int) -> None:
+    """Give every BLS stage more instances than call levels below it (from the call graph).
+
+    A stage holds an instance while its nested calls run; with no more instances than nesting
+    levels, concurrent requests can leave every instance waiting.
+    """
+    graph = {m.name: list(m.calls) for m in models}
+    depths = call_depths(graph)
+    for model in models:
+        if model.calls:
+            model.config.instance_group[0].count = max(instances, depths[model.name] + 1)
 
 
 def _cascade(spec: ReleaseSpec, release: _Leaf, block: CascadeSpec) -> list[ModelDir]:
@@ -337,7 +347,9 @@ def _cascade(spec: ReleaseSpec, release: _Leaf, block: CascadeSpec) -> list[Mode
         threshold=float(block.threshold), inputs=[t.name for t in inputs], output=block.output,
     )
     outputs = [output, TensorSpec(ANSWERED_BY, "BYTES", (1,))]
-    models.append(_python_model(name, spec, inputs, outputs, source, instances=_bls_instances(spec, 1), keep_on_device=True))
+    router = _python_model(name, spec, inputs, outputs, source, keep_on_device=True)
+    router.calls = [f"{name}_small", f"{name}_large"]
+    models.append(router)
     return models
 
 
@@ -351,7 +363,9 @@ def _fanout(spec: ReleaseSpec, release: _Leaf, block: FanoutSpec) -> list[ModelD
         "fanout/combine.py.j2", name=name, members=[f"{name}_{key}" for key in members],
         inputs=[t.name for t in inputs], output=block.output, combine=block.combine,
     )
-    models.append(_python_model(name, spec, inputs, [output], source, instances=_bls_instances(spec, 1), keep_on_device=True))
+    stage = _python_model(name, spec, inputs, [output], source, keep_on_device=True)
+    stage.calls = [f"{name}_{key}" for key in members]
+    models.append(stage)
     return models
 
 

@@ -418,7 +418,7 @@ class _Linter:
             self.add("dependency-cycle", first, self.models[first].config_file,
                      f"models {component} depend on each other (ensemble steps or BLS calls), so none can load "
                      "first; break the cycle")
-        depths = _depths(graph)
+        depths = call_depths(graph)
         for name, m in self.models.items():
             blocking = [a.blocking_exec for a in m.python.values() if a.blocking_exec and a.bls_calls]
             if blocking and m.instances <= depths[name]:
@@ -480,7 +480,7 @@ def _cycles(graph: dict[str, list[str]]) -> list[list[str]]:
     return sorted(found)
 
 
-def _depths(graph: dict[str, list[str]]) -> dict[str, int]:
+def call_depths(graph: dict[str, list[str]]) -> dict[str, int]:
     """The longest chain of calls below each model (0 for a leaf); cycles are cut."""
     depth: dict[str, int] = {}
 
