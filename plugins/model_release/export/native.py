@@ -126,9 +126,19 @@ class OnnxNative(NativeModel):
         self.session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
         taken: set[str] = set()
         self.output_map = {o.name: triton_name(o.name, taken) for o in self.session.get_outputs()}
+        graph_inputs = [i.name for i in self.session.get_inputs()]
+        if sorted(graph_inputs) == sorted(s.original_name for s in intake.inputs):
+            self.input_map = {s.name: s.original_name for s in intake.inputs}
+        elif len(graph_inputs) == len(intake.inputs):  # an unnamed signature: match by position
+            self.input_map = {s.name: g for s, g in zip(intake.inputs, graph_inputs)}
+        else:
+            raise ExportError(
+                f"the ONNX model's inputs {graph_inputs} do not match its MLflow signature's "
+                f"{[s.original_name for s in intake.inputs]}; log it with a signature naming the graph's inputs"
+            )
 
     def predict(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        feeds = {s.original_name: inputs[s.name] for s in self.intake.inputs}
+        feeds = {self.input_map[s.name]: inputs[s.name] for s in self.intake.inputs}
         names = list(self.output_map)
         return {self.output_map[n]: v for n, v in zip(names, self.session.run(names, feeds))}
 

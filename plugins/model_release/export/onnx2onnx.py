@@ -27,7 +27,7 @@ class OnnxConverter:
             model = onnx.load(native.model)
         except Exception as exc:  # noqa: BLE001
             raise ExportError(f"the logged ONNX file {native.model} could not be read ({first_line(exc)})") from exc
-        mapping = {s.original_name: s.name for s in intake.inputs}
+        mapping = {graph_name: name for name, graph_name in native.input_map.items()}
         mapping.update(native.output_map)
         return rename_io(model, mapping)
 
