@@ -165,8 +165,8 @@ def make_release(
     rows = len(next(iter(golden.values())))
     intake = IntakeResult(
         model_name="iris-classifier", version="1", alias="candidate", run_id=None, source="test", flavor="sklearn",
-        model_dir=str(root), inputs=[TensorSpec(INPUT, "FP32", (-1, 4))],
-        outputs=[TensorSpec("label", "INT64", (-1,)), TensorSpec("probabilities", "FP32", (-1, 3))],
+        model_dir=str(root), inputs=[TensorSpec(INPUT, "FP32", (4,))],
+        outputs=[TensorSpec("label", "INT64", ()), TensorSpec("probabilities", "FP32", (3,))],
         content_digest="0" * 64, classes=[0, 1, 2],
     )
     export = ExportResult(

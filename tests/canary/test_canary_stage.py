@@ -115,3 +115,16 @@ def test_a_model_that_fails_to_load_is_rejected_naming_it_and_tritons_error(tmp_
     # the endpoint is left as it was found: nothing of the candidate stays loaded
     index = {m["name"]: m.get("state") for m in served.client().get_model_repository_index()}
     assert index.get("iris_onnx") != "READY" and index.get("iris") != "READY"
+
+
+def test_an_unreachable_endpoint_is_an_infrastructure_failure_not_a_verdict(tmp_path, iris, iris_repository):
+    from model_release.errors import ServiceUnavailable
+    from model_release.local.ports import free_port
+
+    onnx_path, golden, reference = iris
+    release = make_release(tmp_path, iris_repository, onnx_path, golden, reference,
+                           canary={"ready_timeout_s": 1, "batch_rows": 16})
+    endpoint = f"127.0.0.1:{free_port()}"
+    with pytest.raises(ServiceUnavailable, match=f"the canary Triton at {endpoint} is not reachable or not live after 1 s"):
+        run_canary(release.spec, release.intake, release.export, release.assembled, release.workspace, endpoint=endpoint)
+    assert release.workspace.load_result("canary", CanaryResult) is None  # no verdict: retry once it is back

@@ -14,7 +14,8 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import CanaryRejected, GpuUnavailable
+from ..dtypes import triton_from_onnx, wire_type
+from ..errors import CanaryRejected, GpuUnavailable, ModelReleaseError
 
 SHIM_SOURCE = Path(__file__).with_name("shim_model.py")
 SHIM_DESCRIPTION = "CPU, python-backend onnxruntime shim"
@@ -129,6 +130,7 @@ def _shim(model_dir: Path, config, pb) -> None:  # noqa: ANN001
             stage="canary",
         )
     for version in onnx_versions:
+        check_onnx_io(model_dir.name, config, version / filename)
         shutil.copyfile(SHIM_SOURCE, version / "model.py")
     config.platform = ""
     config.backend = "python"
@@ -141,3 +143,68 @@ def _shim(model_dir: Path, config, pb) -> None:  # noqa: ANN001
         if group.kind == pb.ModelInstanceGroup.KIND_GPU:
             group.kind = pb.ModelInstanceGroup.KIND_CPU
             del group.gpus[:]
+
+
+def _onnx_dims(value_info) -> list[int]:  # noqa: ANN001 - an onnx ValueInfoProto
+    return [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else -1 for d in value_info.type.tensor_type.shape.dim]
+
+
+def check_onnx_io(model: str, config, onnx_path: Path) -> None:  # noqa: ANN001
+    """Refuse, as Triton's onnxruntime backend does at load time, config tensors that do not fit the ONNX graph.
+
+    The shim itself would serve them (the python backend does not compare shapes), so without this
+    check the CPU canary could pass a repository a GPU Triton refuses to load. Checked: every
+    configured tensor exists in the graph, has its data type, and its full shape (``[-1] + dims`` when
+    batching, ``reshape`` taking the place of ``dims`` when given) has the graph's rank, a variable
+    batch dimension, and no fixed size that differs from the graph's.
+
+    Raises:
+        CanaryRejected: naming the model, the tensor, both shapes and what to change.
+    """
+    import onnx
+    from tritonclient.grpc import model_config_pb2
+
+    try:
+        graph = onnx.load(str(onnx_path), load_external_data=False).graph
+    except Exception as exc:  # noqa: BLE001 - onnx raises protobuf's DecodeError and others
+        raise CanaryRejected(
+            f'model "{model}": {onnx_path} is not a readable ONNX model ({type(exc).__name__}: {exc}); '
+            "re-run the export and assemble stages",
+            stage="canary",
+        ) from None
+    initializers = {i.name for i in graph.initializer}
+    tensors = {"input": {v.name: v for v in graph.input if v.name not in initializers},
+               "output": {v.name: v for v in graph.output}}
+    problems = []
+    for kind, configured in (("input", config.input), ("output", config.output)):
+        for t in configured:
+            info = tensors[kind].get(t.name)
+            if info is None:
+                problems.append(f"{kind} {t.name!r} is not an {kind} of {onnx_path.name} (it has {sorted(tensors[kind])})")
+                continue
+            try:
+                onnx_type = triton_from_onnx(info.type.tensor_type.elem_type, what=f"{kind} {t.name!r}")
+            except ModelReleaseError:
+                onnx_type = f"ONNX type {info.type.tensor_type.elem_type}"
+            config_type = wire_type(model_config_pb2.DataType.Name(t.data_type))
+            if onnx_type != config_type:
+                problems.append(f"{kind} {t.name!r} is {config_type} in config.pbtxt but {onnx_type} in the ONNX graph")
+            graph_dims = _onnx_dims(info)
+            dims = list(t.reshape.shape) if t.HasField("reshape") else list(t.dims)
+            full = ([-1] + dims) if config.max_batch_size > 0 else dims
+            if config.max_batch_size > 0 and (not graph_dims or graph_dims[0] != -1):
+                problems.append(f"{kind} {t.name!r} has shape {graph_dims} in the ONNX graph: batching (max_batch_size "
+                                f"{config.max_batch_size}) needs a variable first dimension")
+            elif len(graph_dims) != len(full) or any(g != c and -1 not in (g, c) for g, c in zip(graph_dims, full)):
+                problems.append(
+                    f"{kind} {t.name!r}: the ONNX graph has shape {graph_dims} but the configuration specifies {full} "
+                    f"({'the batch dimension followed by ' if config.max_batch_size > 0 else ''}"
+                    f"{'reshape' if t.HasField('reshape') else 'dims'} {dims})"
+                )
+    if problems:
+        raise CanaryRejected(
+            f'model "{model}" would not load on Triton\'s onnxruntime backend: ' + "; ".join(problems)
+            + ". Fix the tensor specs the assemble stage wrote into its config.pbtxt (a batch-only tensor [N] is "
+            "dims: [1] with reshape: { shape: [] }).",
+            stage="canary",
+        )
