@@ -197,3 +197,20 @@ def test_bls_instances_exceed_the_call_depth(onnx_models, tmp_path, instances, e
     assert read_config(repo / "iris_small" / "config.pbtxt").instance_group[0].count == instances
     code = (repo / "iris" / "1" / "model.py").read_text()
     assert "async def execute" in code and ".async_exec()" in code and "to_dlpack" in code
+
+
+def test_a_lint_error_in_the_output_stops_the_stage(onnx_models, tmp_path, monkeypatch):
+    import shutil
+
+    from model_release.errors import LintError
+    from model_release.repository.render import template_root
+
+    templates = tmp_path / "templates"
+    shutil.copytree(template_root(), templates)
+    post = templates / "classifier" / "postprocess.py.j2"
+    post.write_text(post.read_text().replace("def execute(self, requests):", "def run(self, requests):"))
+    monkeypatch.setenv("MODEL_RELEASE_TEMPLATES", str(templates))
+    with pytest.raises(LintError) as caught:
+        assemble(make_spec(shape="classifier"), intake_result(), export_result(onnx_models["lr"]), Workspace("iris-12", tmp_path))
+    assert "[python-no-execute] model 'iris_postprocess'" in str(caught.value)
+    assert not (tmp_path / "iris-12" / "repository" / "release.json").exists()

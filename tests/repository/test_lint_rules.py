@@ -32,10 +32,6 @@ def _step(config, model: str):
     return next(s for s in config.ensemble_scheduling.step if s.model_name == model)
 
 
-def _add_tensor(tensors, **fields):
-    tensors.add(**fields)
-
-
 # rule -> (the model it must name, the mutation)
 CASES: dict[str, tuple[str, Callable[[Path], object]]] = {
     "repo-not-found": ("", lambda r: shutil.rmtree(r)),

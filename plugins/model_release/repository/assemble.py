@@ -29,7 +29,8 @@ from ..spec import ReleaseSpec
 from ..types import AssembleResult, ExportResult, IntakeResult, TensorRTResult, TensorSpec
 from ..workspace import Workspace
 from . import config as cfg
-from .lint import call_depths, lint_repository
+from .callgraph import call_depths
+from .lint import lint_repository
 from .manifest import build_manifest, write_manifest
 from .onnx_io import onnx_io
 from .render import render

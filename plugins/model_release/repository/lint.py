@@ -9,73 +9,21 @@ the model, the file and the fix. :data:`RULES` lists them all; :func:`lint_repos
 from __future__ import annotations
 
 import hashlib
-import heapq
 import math
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tritonclient.grpc import model_config_pb2 as mc
 
+from .callgraph import call_depths, cycles, load_order
 from .config import CONFIG_FILE, ConfigParseError, parse_config
+from .findings import ERROR, RULES, WARNING, Finding, LintReport
 from .lint_ensemble import check_ensemble
 from .lint_python import PythonAnalysis, analyze
 
-ERROR, WARNING = "error", "warning"
-
-#: rule id -> (severity, what it catches)
-RULES: dict[str, tuple[str, str]] = {
-    "repo-not-found": (ERROR, "the repository path is not a folder"),
-    "config-missing": (ERROR, "a model folder without config.pbtxt"),
-    "config-parse": (ERROR, "config.pbtxt is not a valid ModelConfig"),
-    "name-mismatch": (ERROR, "config name differs from the folder name"),
-    "platform-missing": (ERROR, "neither platform nor backend"),
-    "platform-unknown": (ERROR, "a platform Triton does not know"),
-    "platform-conflict": (ERROR, "platform and backend disagree"),
-    "backend-unknown": (WARNING, "a backend this linter does not know"),
-    "scheduling-not-ensemble": (ERROR, "ensemble_scheduling on a model that is not an ensemble"),
-    "model-file-missing": (ERROR, "a served version folder lacks the file its platform loads"),
-    "version-none": (ERROR, "no numeric version folder"),
-    "version-empty": (ERROR, "a served version folder is empty"),
-    "version-not-numeric": (WARNING, "a version folder Triton ignores because it is not a number"),
-    "version-leading-zero": (WARNING, "a version folder starting with 0"),
-    "version-policy-missing": (ERROR, "a specific version policy names a missing version"),
-    "version-stray": (WARNING, "several versions under a latest policy: the highest is served"),
-    "batch-size-invalid": (ERROR, "max_batch_size below 0"),
-    "preferred-batch-size": (ERROR, "a preferred batch size above max_batch_size"),
-    "instance-count-invalid": (ERROR, "an instance group with a negative count"),
-    "tensor-duplicate": (ERROR, "two inputs or two outputs with the same name"),
-    "datatype-invalid": (ERROR, "a tensor without a data type"),
-    "dims-invalid": (ERROR, "a tensor with no dims, a 0 or a value below -1"),
-    "reshape-mismatch": (ERROR, "reshape whose element count differs from dims"),
-    "ensemble-instance-group": (ERROR, "instance_group on an ensemble"),
-    "ensemble-no-steps": (ERROR, "an ensemble without steps"),
-    "ensemble-step-missing": (ERROR, "an ensemble step naming a model not in the repository"),
-    "ensemble-version-missing": (ERROR, "an ensemble step asking for a version the member does not serve"),
-    "ensemble-batch-size": (ERROR, "an ensemble batching beyond a member's max_batch_size"),
-    "ensemble-map-unknown": (ERROR, "a map key that is not a tensor of the member"),
-    "ensemble-input-unmapped": (ERROR, "a member input missing from its step's input_map"),
-    "ensemble-tensor-double": (ERROR, "an ensemble tensor with two producers"),
-    "ensemble-tensor-unproduced": (ERROR, "an ensemble tensor nobody produces"),
-    "ensemble-input-unused": (ERROR, "an ensemble input no step reads"),
-    "ensemble-tensor-unused": (WARNING, "an intermediate tensor nobody reads"),
-    "ensemble-dtype-mismatch": (ERROR, "producer and consumer data types differ"),
-    "ensemble-shape-mismatch": (ERROR, "producer and consumer shapes differ"),
-    "dependency-cycle": (ERROR, "models that depend on each other (ensemble steps, BLS calls)"),
-    "python-syntax": (ERROR, "model.py does not parse"),
-    "python-no-model-class": (ERROR, "model.py has no TritonPythonModel class"),
-    "python-no-execute": (ERROR, "TritonPythonModel has no execute method"),
-    "python-await-in-sync": (ERROR, "await in a function that is not async"),
-    "python-undefined-name": (ERROR, "a name used but never defined or imported"),
-    "python-no-responses": (ERROR, "execute of a non-decoupled model returns nothing"),
-    "decoupled-returns": (ERROR, "execute of a decoupled model returns responses instead of None"),
-    "bls-target-missing": (ERROR, "a BLS call to a model not in the repository"),
-    "bls-target-dynamic": (WARNING, "a BLS call whose model name is computed at run time"),
-    "bls-output-unknown": (ERROR, "a BLS call requesting an output the target does not have"),
-    "bls-self-call": (ERROR, "a model calling itself through BLS (deadlock)"),
-    "bls-blocking-depth": (WARNING, "blocking exec with no more instances than nested call levels"),
-}
+__all__ = ["RULES", "ERROR", "WARNING", "Finding", "LintReport", "ModelInfo", "lint_repository"]
 
 _PLATFORMS = {
     "ensemble": None,
@@ -96,55 +44,6 @@ _DEFAULT_FILES = {
 }
 _KNOWN_BACKENDS = {"onnxruntime", "tensorrt", "python", "pytorch", "tensorflow", "openvino", "fil", "dali", "identity", "vllm", "tensorrtllm"}
 _VERSION_RE = re.compile(r"^[0-9]+$")
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One problem: which rule, how bad, in which model and file, and what to do."""
-
-    rule: str
-    severity: str
-    model: str
-    file: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.severity}: {self.file}: [{self.rule}] model {self.model!r}: {self.message}"
-
-    def to_dict(self) -> dict[str, str]:
-        return asdict(self)
-
-
-@dataclass
-class LintReport:
-    """All findings on a repository, and the order to load its models in."""
-
-    path: str
-    findings: list[Finding] = field(default_factory=list)
-    load_order: list[str] = field(default_factory=list)
-    models: list[str] = field(default_factory=list)
-
-    @property
-    def errors(self) -> list[Finding]:
-        return [f for f in self.findings if f.severity == ERROR]
-
-    @property
-    def warnings(self) -> list[Finding]:
-        return [f for f in self.findings if f.severity == WARNING]
-
-    @property
-    def ok(self) -> bool:
-        return not self.errors
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "ok": self.ok,
-            "errors": [f.to_dict() for f in self.errors],
-            "warnings": [f.to_dict() for f in self.warnings],
-            "load_order": list(self.load_order),
-            "models": list(self.models),
-        }
 
 
 @dataclass
@@ -413,7 +312,7 @@ class _Linter:
             if m.kind == "ensemble" and name in m.deps:
                 self.add("dependency-cycle", name, m.config_file,
                          "an ensemble step names the ensemble itself; step to another model")
-        for component in _cycles(graph):
+        for component in cycles(graph):
             first = component[0]
             self.add("dependency-cycle", first, self.models[first].config_file,
                      f"models {component} depend on each other (ensemble steps or BLS calls), so none can load "
@@ -426,100 +325,13 @@ class _Linter:
                          f"blocking exec() (line {blocking[0]}) holds one of its {m.instances} instance(s) through "
                          f"{depths[name]} nested call level(s); give it at least {depths[name] + 1} instances "
                          "(instance_group count) or use await ...async_exec() in async def execute")
-        return _topological(graph)
+        return load_order(graph)
 
 
 def _same_count(dims: list[int], reshape: list[int]) -> bool:
     if -1 in dims or -1 in reshape:
         return (-1 in dims) == (-1 in reshape)
     return math.prod(dims) == math.prod(reshape)
-
-
-def _cycles(graph: dict[str, list[str]]) -> list[list[str]]:
-    """Strongly connected components with more than one model (Tarjan, iterative)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
-    counter = 0
-    for start in sorted(graph):
-        if start in index:
-            continue
-        work = [(start, iter(graph[start]))]
-        index[start] = low[start] = counter
-        counter += 1
-        stack.append(start)
-        on_stack.add(start)
-        while work:
-            node, children = work[-1]
-            child = next(children, None)
-            if child is not None:
-                if child not in index:
-                    index[child] = low[child] = counter
-                    counter += 1
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(graph[child])))
-                elif child in on_stack:
-                    low[node] = min(low[node], index[child])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[node])
-            if low[node] == index[node]:
-                component = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    component.append(member)
-                    if member == node:
-                        break
-                if len(component) > 1:
-                    found.append(sorted(component))
-    return sorted(found)
-
-
-def call_depths(graph: dict[str, list[str]]) -> dict[str, int]:
-    """The longest chain of calls below each model (0 for a leaf); cycles are cut."""
-    depth: dict[str, int] = {}
-
-    def visit(node: str, path: set[str]) -> int:
-        if node in depth:
-            return depth[node]
-        path.add(node)
-        best = 0
-        for child in graph[node]:
-            if child not in path:
-                best = max(best, 1 + visit(child, path))
-        path.discard(node)
-        depth[node] = best
-        return best
-
-    for node in graph:
-        visit(node, set())
-    return depth
-
-
-def _topological(graph: dict[str, list[str]]) -> list[str]:
-    """Dependencies first, ties by name; models in a cycle come last."""
-    waiting = {n: len(deps) for n, deps in graph.items()}
-    users: dict[str, list[str]] = {n: [] for n in graph}
-    for n, deps in graph.items():
-        for d in deps:
-            users[d].append(n)
-    ready = [n for n, count in waiting.items() if count == 0]
-    heapq.heapify(ready)
-    order: list[str] = []
-    while ready:
-        node = heapq.heappop(ready)
-        order.append(node)
-        for user in users[node]:
-            waiting[user] -= 1
-            if waiting[user] == 0:
-                heapq.heappush(ready, user)
-    order.extend(sorted(n for n in graph if n not in set(order)))
-    return order
 
 
 def lint_repository(path: str | Path) -> LintReport:
