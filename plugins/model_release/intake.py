@@ -95,7 +95,7 @@ def schema_to_specs(schema: Any, *, what: str, default_name: str) -> tuple[list[
             type_name = getattr(item.type, "name", None)
             if not isinstance(type_name, str) or type_name == "datetime":
                 raise IntakeError(
-                    f"{label} has type {item.type!s}, which has no Triton data type; valid column types: "
+                    f"{label} has type {type_name or item.type!s}, which has no Triton data type; valid column types: "
                     "boolean, integer, long, float, double, string, binary. Convert the column (for a "
                     "datetime, e.g. to epoch seconds as long) before logging the model"
                 )
@@ -209,7 +209,9 @@ def _mlflow_boundary(exc: Exception, what: str) -> Exception:
 
 
 def _not_found(exc: Exception) -> bool:
-    return getattr(exc, "error_code", "") == "RESOURCE_DOES_NOT_EXIST"
+    code = getattr(exc, "error_code", "")
+    # an unknown alias is reported as INVALID_PARAMETER_VALUE "... alias X not found."
+    return code == "RESOURCE_DOES_NOT_EXIST" or (code == "INVALID_PARAMETER_VALUE" and "not found" in str(exc))
 
 
 def _find_version(client: Any, name: str, alias: str | None, version: int | None) -> Any:

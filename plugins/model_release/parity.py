@@ -189,6 +189,9 @@ class ParityAccumulator:
         if ref.shape != cand.shape:
             out.shape_error = f"shape {tuple(cand.shape)} where the reference has {tuple(ref.shape)}"
             return None
+        fast = self._numeric_all_finite(out, ref, cand)
+        if fast is not None:
+            return fast
         ref64 = ref.astype(np.float64, copy=False)
         cand64 = cand.astype(np.float64, copy=False)
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
@@ -202,6 +205,7 @@ class ParityAccumulator:
             diff = np.where(nonfinite_bad | (~ref_finite & ~both_same_nonfinite), np.inf, diff)
             denom = np.abs(ref64)
             rel = np.where(diff == 0, 0.0, np.where(denom > 0, diff / denom, np.inf))
+            rel = np.where(np.isinf(diff), np.inf, rel)  # a mismatched Inf/NaN fails whatever the tolerances
         failing = (diff > out.atol) & (rel > out.rtol)
         rows = failing.reshape(failing.shape[0], -1) if failing.ndim > 1 else failing.reshape(-1, 1)
         per_row_fail = rows.any(axis=1)
@@ -216,16 +220,60 @@ class ParityAccumulator:
             out.max_rel = max(out.max_rel, float(rel.max()))
             self._sum_abs[out.name] += float(finite_diff.sum())
             out.mean_abs = self._sum_abs[out.name] / out.total_elements
-            row_max = diff.reshape(diff.shape[0], -1).max(axis=1) if diff.ndim > 1 else diff
-            heap = self._worst[out.name]
-            for r in np.flatnonzero(per_row_fail):
-                item = (float(row_max[r]), int(r) + self._rows)
-                if len(heap) < self.worst_k:
-                    heapq.heappush(heap, item)
-                elif item > heap[0]:
-                    heapq.heapreplace(heap, item)
-            out.worst_rows = [r for _, r in sorted(heap, reverse=True)]
+            self._track_worst(out, diff, per_row_fail)
         return per_row_fail
+
+    def _numeric_all_finite(self, out: OutputParity, ref: np.ndarray, cand: np.ndarray) -> np.ndarray | None:
+        """The common case, in few passes over the batch: every difference finite. None otherwise.
+
+        Same semantics as the general path: ``rel = diff / |ref|`` is NaN only where both are 0
+        (never failing, ignored by the max) and Inf where ``ref`` is 0 and ``diff`` is not.
+        """
+        if ref.ndim == 0 or ref.size == 0:
+            return None
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            diff = np.subtract(cand, ref, dtype=np.float64)
+            np.abs(diff, out=diff)
+            total = float(diff.sum())
+            if not np.isfinite(total):  # a NaN or Inf somewhere (or an overflowing sum): general path
+                return None
+            rel = np.abs(ref, dtype=np.float64)
+            np.divide(diff, rel, out=rel)
+            batch_max_abs = float(diff.max())
+            failing = None
+            if batch_max_abs > (out.atol or 0.0):  # else no element can exceed both tolerances
+                failing = diff > out.atol
+                failing &= rel > out.rtol
+        n_failing = int(np.count_nonzero(failing)) if failing is not None else 0
+        rows = ref.shape[0]
+        out.total_rows += rows
+        out.total_elements += int(diff.size)
+        out.failing_elements += n_failing
+        out.max_abs = max(out.max_abs, batch_max_abs)
+        max_rel = float(np.fmax.reduce(rel, axis=None))
+        if max_rel == max_rel:  # not NaN (all-zero batches)
+            out.max_rel = max(out.max_rel, max_rel)
+        self._sum_abs[out.name] += total
+        out.mean_abs = self._sum_abs[out.name] / out.total_elements
+        if not n_failing:
+            return np.zeros(rows, dtype=bool)
+        assert failing is not None
+        per_row_fail = failing.reshape(rows, -1).any(axis=1)
+        out.failing_rows += int(per_row_fail.sum())
+        self._track_worst(out, diff, per_row_fail)
+        return per_row_fail
+
+    def _track_worst(self, out: OutputParity, diff: np.ndarray, per_row_fail: np.ndarray) -> None:
+        """Remember the ``worst_k`` failing rows by their largest absolute difference."""
+        row_max = diff.reshape(diff.shape[0], -1).max(axis=1) if diff.ndim > 1 else diff
+        heap = self._worst[out.name]
+        for r in np.flatnonzero(per_row_fail):
+            item = (float(row_max[r]), int(r) + self._rows)
+            if len(heap) < self.worst_k:
+                heapq.heappush(heap, item)
+            elif item > heap[0]:
+                heapq.heapreplace(heap, item)
+        out.worst_rows = [r for _, r in sorted(heap, reverse=True)]
 
     def result(self) -> ParityReport:
         return ParityReport(outputs=dict(self._out))
