@@ -135,7 +135,9 @@ def _iter_example(intake: IntakeResult, size: int, limit: int) -> Iterator[Batch
 
     mlmodel = Model.load(intake.model_dir)
     try:
-        example = mlmodel.load_input_example(intake.model_dir)
+        example = _plain_ndarray_example(mlmodel, intake.model_dir)
+        if example is None:
+            example = mlmodel.load_input_example(intake.model_dir)
     except Exception as exc:  # noqa: BLE001 - MLflow raises several kinds here
         raise IntakeError(f'model "{intake.model_name}" version {intake.version}: its input example could not be read ({exc})') from exc
     if example is None:
@@ -147,6 +149,24 @@ def _iter_example(intake: IntakeResult, size: int, limit: int) -> Iterator[Batch
     n = min(len(next(iter(columns.values()))), limit)
     for start in range(0, n, size):
         yield {k: v[start : min(start + size, n)] for k, v in columns.items()}
+
+
+def _plain_ndarray_example(mlmodel: Any, model_dir: str) -> np.ndarray | None:
+    """A single-tensor example saved as a plain JSON list, read without MLflow's per-row copies.
+
+    Returns None for every other layout (MLflow's own loader reads those).
+    """
+    import json
+
+    info = mlmodel.saved_input_example_info or {}
+    if info.get("type") != "ndarray" or not info.get("artifact_path"):
+        return None
+    with open(Path(model_dir) / info["artifact_path"]) as f:
+        data = json.load(f)
+    if not isinstance(data, list):
+        return None
+    arr = np.asarray(data)
+    return arr if arr.dtype.kind in "biuf" else None
 
 
 def _columns_of(example: Any, specs: list[TensorSpec]) -> dict[str, np.ndarray]:
