@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .dtypes import triton_from_mlflow, triton_from_numpy
-from .errors import IntakeError, ServiceUnavailable
+from .errors import IntakeError, ModelReleaseError, ServiceUnavailable
 from .types import IntakeResult, TensorSpec
 from .workspace import Workspace
 
@@ -186,7 +186,10 @@ def resolve(
         classes=None,
         tracking_uri=tracking_uri,
     )
-    result.classes = load_native(result).classes
+    try:
+        result.classes = load_native(result).classes
+    except ModelReleaseError as exc:  # the model cannot be loaded by its own flavor: refuse it here
+        raise IntakeError(f"{where}: {exc}") from exc
     ws.save_result("intake", result)
     return result
 

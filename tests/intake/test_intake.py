@@ -156,3 +156,24 @@ def test_schema_to_specs_several_tensors_columns_and_names():
 def test_triton_name_is_valid_and_unique():
     taken: set[str] = set()
     assert [triton_name(n, taken) for n in ["a b", "a-b", "9lives", "ok_1", "(x)", ""]] == ["a_b", "a_b_2", "t_9lives", "ok_1", "x", "t_"]
+
+
+def test_local_tracking_keeps_everything_under_its_root(tmp_path, monkeypatch):
+    import mlflow
+    from sklearn.linear_model import LinearRegression
+
+    from model_release.local.mlflow import local_tracking
+
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    root = tmp_path / "store"
+    uri = local_tracking(root)
+    assert uri == f"sqlite:///{root.resolve()}/mlflow.db"
+    registry = Registry(root)  # the same store, selected for this process
+    x, y = iris()
+    registry.log("sklearn", LinearRegression().fit(x, y), "local-only", input_example=x[:3])
+    experiment = mlflow.MlflowClient(tracking_uri=uri).get_experiment_by_name("model-release")
+    assert experiment.artifact_location.startswith((root / "artifacts").resolve().as_uri())
+    assert list(cwd.iterdir()) == []  # no ./mlruns
+    assert any((root / "artifacts").rglob("MLmodel"))
