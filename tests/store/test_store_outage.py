@@ -31,11 +31,16 @@ BIG = 20 * 1024 * 1024
 POINTS = {
     "after-3-files": None,  # from the progress callback
     "mid-multipart": None,  # by bytes through the proxy (S3 only)
-    "before-verify": lambda op, key: op == "head",
+    "before-verify": "first read of the prefix after an upload",
     "at-release-json": lambda op, key: op == "put_bytes" and key.endswith("/release.json"),
     "at-complete-marker": lambda op, key: op == "put_bytes" and key.endswith("/_COMPLETE"),
     "at-pointer": lambda op, key: op == "put_bytes" and key.startswith("channels/"),
 }
+
+
+def _trigger(point: str):  # noqa: ANN202
+    rule = POINTS[point]
+    return rule if callable(rule) else (lambda op, key: False)
 
 
 @pytest.mark.parametrize("point", list(POINTS))
@@ -51,10 +56,19 @@ def test_outage_leaves_pointer_and_nothing_complete_then_rerun_completes(kit, tm
         proxy = CuttableProxy(int(kit.endpoint_url.rsplit(":", 1)[1]))
         store = kit.store(proxy.endpoint_url)
         go_away = proxy.go_away
-        wrapped = TriggerBackend(store.backend, POINTS[point] or (lambda op, key: False), go_away)
+        wrapped = TriggerBackend(store.backend, _trigger(point), go_away)
     else:
         store = kit.store()
-        wrapped = TriggerBackend(store.backend, POINTS[point] or (lambda op, key: False), None, fail_after_trigger=True)
+        wrapped = TriggerBackend(store.backend, _trigger(point), None, fail_after_trigger=True)
+    if point == "before-verify":
+        uploads: list[str] = []
+
+        def before_verify(op: str, key: str) -> bool:
+            if op == "put_file":
+                uploads.append(key)
+            return op in ("head", "list") and bool(uploads)  # the first read after the uploads
+
+        wrapped.trigger = before_verify
     store.backend = wrapped
     progress = None
     if point == "after-3-files":

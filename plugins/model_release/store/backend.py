@@ -71,8 +71,12 @@ class StoreBackend(Protocol):
         """
         ...
 
-    def put_file(self, key: str, path: Path, *, sha256: str, size: int, part_digests: list[bytes] | None) -> None:
-        """Upload a local file whose SHA-256 (hex) is known, storing the checksum with the object."""
+    def put_file(self, key: str, path: Path, *, sha256: str, size: int, part_digests: list[bytes] | None) -> ObjectInfo | None:
+        """Upload a local file whose SHA-256 (hex) is known, storing the checksum with the object.
+
+        Returns the store's receipt for the write (its etag and the SHA-256 checksum it
+        acknowledged), or None when the write gives none (then the caller reads the object back).
+        """
         ...
 
     def part_size(self, size: int) -> int | None:
@@ -80,7 +84,7 @@ class StoreBackend(Protocol):
         ...
 
     def list(self, prefix: str) -> Iterator[ObjectInfo]:
-        """Every object under ``prefix`` (size, etag and last_modified only)."""
+        """Every object under ``prefix`` (size, last_modified, and the etag where the store lists one)."""
         ...
 
     def list_dirs(self, prefix: str) -> list[str]:

@@ -106,12 +106,13 @@ class FileBackend:
     def part_size(self, size: int) -> int | None:
         return None
 
-    def put_file(self, key: str, path: Path, *, sha256: str, size: int, part_digests: list[bytes] | None) -> None:
+    def put_file(self, key: str, path: Path, *, sha256: str, size: int, part_digests: list[bytes] | None) -> ObjectInfo | None:
         def copy(f) -> None:  # type: ignore[no-untyped-def]
             with open(path, "rb") as src:
                 shutil.copyfileobj(src, f, 1 << 20)
 
         self._write_atomic(self._path(key), copy)
+        return None  # no receipt: the caller reads the file back (hashing it)
 
     def list(self, prefix: str) -> Iterator[ObjectInfo]:
         base = self._path(prefix.rstrip("/")) if prefix.strip("/") else self.root

@@ -7,7 +7,10 @@ Order of writes, so that a failure at any point leaves nothing that looks comple
    with nothing uploaded;
 3. the rest are uploaded in parallel (multipart with SHA-256 checksums for large files) and
    objects under the prefix that the manifest does not list are deleted;
-4. every object is read back and checked against the manifest;
+4. every object is checked against the manifest: the SHA-256 checksum the store acknowledged for
+   its write (S3 answers a PutObject with the checksum it validated against the bytes received;
+   objects without such a receipt, multipart ones and local files, are read back by a HEAD),
+   then one listing shows each object is still the one written (size and ETag);
 5. ``release.json`` is written, then the ``_COMPLETE`` record (the release now exists);
 6. the channel pointer is moved by a conditional write, history appended;
 7. the registry follower (MLflow alias and tags) is called.
@@ -28,7 +31,7 @@ from typing import Any, Callable
 from ..errors import ChecksumMismatch, ModelReleaseError, ServiceUnavailable, StoreError
 from ..types import PromoteResult
 from ..workspace import check_release_id
-from .backend import PreconditionFailed, hash_file, object_problem, composite_b64
+from .backend import ObjectInfo, PreconditionFailed, composite_b64, hash_file, object_problem
 from .channels import UNSET, move_channel
 from .layout import FORMAT, MANIFEST, MARKER, ModelStore, check_channel, dumps, utcnow
 from .registry import RegistryFollower, model_ref, report_uri
@@ -161,7 +164,7 @@ def stage_release(
                 "released prefixes are immutable: build a new release id",
                 stage="promote",
             )
-        verify_release(store, release_id, workers=workers).raise_for_problems(store.uri)
+        verify_release(store, release_id, listing=True, workers=workers).raise_for_problems(store.uri)
         log.info("promote %s: already complete and verified in %s", release_id, store.uri)
         return StageResult(release_id, len(files), total_bytes, 0, len(files), True, manifest)
 
@@ -170,7 +173,10 @@ def stage_release(
         listed = {o.key[len(prefix):]: o for o in store.backend.list(prefix)}
         candidates = [p for p, e in files.items() if p in listed and listed[p].size == e["size"]]
         heads = _run_all(pool, lambda p: (p, store.backend.head(prefix + p)), candidates)
-        present = {p for p, info in heads if object_problem(info, files[p]["sha256"], files[p]["size"]) is None}
+        receipts: dict[str, ObjectInfo] = {
+            p: info for p, info in heads if info and object_problem(info, files[p]["sha256"], files[p]["size"]) is None
+        }
+        present = set(receipts)
         todo = sorted(set(files) - present)
 
         # 2. the local files still to upload must match the manifest before anything is sent
@@ -202,22 +208,45 @@ def stage_release(
 
         def upload(path: str) -> None:
             entry = files[path]
-            store.backend.put_file(prefix + path, release_dir / path, sha256=entry["sha256"], size=entry["size"],
-                                   part_digests=parts_of.get(path))
+            receipt = store.backend.put_file(prefix + path, release_dir / path, sha256=entry["sha256"],
+                                             size=entry["size"], part_digests=parts_of.get(path))
+            if receipt is not None and receipt.checksum_sha256:
+                receipts[path] = receipt
+            else:
+                receipts.pop(path, None)
             tracker.done(entry["size"])
 
         if not todo:
             log.info("promote %s: all %d files already in %s", release_id, len(files), store.uri)
         _run_all(pool, upload, sorted(todo, key=lambda p: -files[p]["size"]))
 
-        # 4. read every object back and check it against the manifest
+        # 4. check every object against the manifest: the checksum the store acknowledged for the
+        #    write (or a HEAD where a write gave no receipt), then one listing proving each object is
+        #    still the one written (same size and etag): an object changed after upload fails here
         composites = {p: composite_b64(parts) for p, parts in parts_of.items() if parts}
-
-        def check(path: str) -> tuple[str, str | None]:
-            info = store.backend.head(prefix + path)
-            return path, object_problem(info, files[path]["sha256"], files[path]["size"], composite=composites.get(path))
-
-        problems = {p: why for p, why in _run_all(pool, check, sorted(files)) if why}
+        for p in present:
+            if receipts[p].multipart and receipts[p].checksum_sha256:
+                composites[p] = receipts[p].checksum_sha256
+        unreceipted = [p for p in sorted(files) if p not in receipts]
+        for p, info in _run_all(pool, lambda p: (p, store.backend.head(prefix + p)), unreceipted):
+            if info is not None:
+                receipts[p] = info
+        problems = {}
+        for p in sorted(files):
+            why = object_problem(receipts.get(p), files[p]["sha256"], files[p]["size"], composite=composites.get(p))
+            if why:
+                problems[p] = why
+        after = {o.key[len(prefix):]: o for o in store.backend.list(prefix)}
+        for p in sorted(files):
+            seen, written = after.get(p), receipts.get(p)
+            if p in problems or written is None:
+                continue
+            if seen is None:
+                problems[p] = "missing after upload"
+            elif seen.size != files[p]["size"]:
+                problems[p] = f"size {seen.size} != manifest {files[p]['size']} after upload"
+            elif seen.etag and written.etag and seen.etag != written.etag:
+                problems[p] = f"changed after upload (etag {seen.etag}, written as {written.etag})"
     if problems:
         VerifyReport(release_id, True, len(files), total_bytes, problems).raise_for_problems(store.uri)
 
@@ -229,10 +258,10 @@ def stage_release(
         "manifest_sha256": hashlib.sha256(raw).hexdigest(),
         "objects": len(files),
         "bytes": total_bytes,
-        "composite": {p: c for p, c in sorted(composites.items())}
-        | {p: c for p, c in _present_composites(store, prefix, present, files).items()},
+        "composite": dict(sorted(composites.items())),
+        "etags": {p: receipts[p].etag for p in sorted(files) if receipts[p].etag},
         "verified_at": utcnow(),
-        "verified_by": "read-back of each object's stored SHA-256 checksum",
+        "verified_by": "SHA-256 checksum acknowledged by the store per object, then a read-back listing (size, etag)",
     }
     try:
         store.backend.put_bytes(prefix + MARKER, dumps(record), if_none_match=True)
@@ -243,18 +272,6 @@ def stage_release(
     log.info("promote %s: %d files, %.1f MiB verified and complete in %s (%d uploaded, %d already there)",
              release_id, len(files), total_bytes / 2**20, store.uri, len(todo), len(present))
     return StageResult(release_id, len(files), total_bytes, len(todo), len(present), False, manifest)
-
-
-def _present_composites(store: ModelStore, prefix: str, present: set[str], files: dict[str, Any]) -> dict[str, str]:
-    """Composite checksums of multipart objects kept from an earlier attempt (from their metadata)."""
-    out: dict[str, str] = {}
-    for path in present:
-        if store.backend.part_size(files[path]["size"]) is None:
-            continue
-        info = store.backend.head(prefix + path)
-        if info is not None and info.multipart and info.checksum_sha256:
-            out[path] = info.checksum_sha256
-    return out
 
 
 def promote(

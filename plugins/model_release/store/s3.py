@@ -146,15 +146,17 @@ class S3Backend:
 
         return int(ChunksizeAdjuster().adjust_chunksize(MULTIPART_CHUNKSIZE, size))
 
-    def put_file(self, key: str, path: Path, *, sha256: str, size: int, part_digests: list[bytes] | None) -> None:
+    def put_file(self, key: str, path: Path, *, sha256: str, size: int, part_digests: list[bytes] | None) -> ObjectInfo | None:
         metadata = {META_SHA256: sha256}
         part = self.part_size(size)
         if part is None:
             with self._boundary("PUT", key), open(path, "rb") as body:
-                self.client.put_object(
+                r = self.client.put_object(
                     Bucket=self.bucket, Key=self._key(key), Body=body, ChecksumAlgorithm="SHA256", Metadata=metadata
                 )
-            return
+            # the receipt: S3 answers with the checksum it validated against the bytes it received
+            return ObjectInfo(key=key, size=size, etag=str(r.get("ETag", "")).strip('"'),
+                              checksum_sha256=r.get("ChecksumSHA256"), metadata=metadata)
         from boto3.s3.transfer import TransferConfig
 
         if part_digests:
@@ -173,6 +175,7 @@ class S3Backend:
                 ExtraArgs={"ChecksumAlgorithm": "SHA256", "Metadata": metadata},
                 Config=config,
             )
+        return None  # s3transfer returns no response: the caller reads the object back
 
     def list(self, prefix: str) -> Iterator[ObjectInfo]:
         token: str | None = None

@@ -1,13 +1,21 @@
 """Checking a stored release against its manifest.
 
-The check reads back what the store itself keeps for each object (a HEAD): its size and the
-SHA-256 checksum the store holds (S3's ``x-amz-checksum-sha256``, computed by botocore from the
-bytes sent and, on AWS, validated by S3 on arrival). Single-part objects must carry the
-manifest's SHA-256; multipart objects carry S3's composite checksum (of the parts), which must
-equal the composite computed from the local file at upload and recorded in ``_COMPLETE``, with
-the manifest's SHA-256 in the object's metadata. An object overwritten after upload fails the
-check (its size, checksum or metadata no longer match). ``deep=True`` downloads and hashes every
-object instead: the check that trusts nothing but the bytes.
+Three ways, from cheapest to most thorough, all of them also listing the prefix once to catch
+objects the manifest does not name (Triton would load them):
+
+* ``listing`` (what a re-promotion of a complete release uses): one LIST per 1000 objects; each
+  object's size and ETag must equal those recorded in ``_COMPLETE`` when the release was
+  verified. An object overwritten since then has a new ETag. Needs a store that lists ETags
+  (S3); elsewhere it falls back to ``head``.
+* ``head`` (default; rollback uses it): one HEAD per object, reading back the SHA-256 checksum
+  the store keeps with it (S3's ``x-amz-checksum-sha256``). Single-part objects must carry the
+  manifest's SHA-256; multipart objects carry S3's composite checksum (of the parts), which must
+  equal the composite computed from the local file at upload (recorded in ``_COMPLETE``), with
+  the manifest's SHA-256 in the object's metadata. The local-folder store hashes the file.
+* ``deep``: download and hash every object; trusts nothing but the bytes.
+
+No mode downloads anything but ``deep``, so the cost of the first two follows the number of
+objects, not their bytes.
 """
 
 from __future__ import annotations
@@ -82,13 +90,17 @@ def manifest_files(manifest: dict[str, Any], where: str) -> dict[str, dict[str, 
     return files
 
 
-def verify_release(store: ModelStore, release_id: str, *, deep: bool = False, workers: int = 16) -> VerifyReport:
+def verify_release(
+    store: ModelStore, release_id: str, *, deep: bool = False, listing: bool = False, workers: int = 16
+) -> VerifyReport:
     """Check a stored release: completion record, manifest, and every object against it.
 
     Args:
         store: the model store.
         release_id: the release to check.
         deep: download and hash every object instead of reading back the stored checksums.
+        listing: compare sizes and ETags from a listing with those recorded at completion
+            (falls back to a HEAD per object where the store lists no ETag).
         workers: parallel requests.
 
     Returns:
@@ -117,8 +129,24 @@ def verify_release(store: ModelStore, release_id: str, *, deep: bool = False, wo
         report.problems[MANIFEST] = str(exc)
         return report
     composites = (record or {}).get("composite", {})
+    etags = (record or {}).get("etags", {}) if report.complete else {}
     report.objects = len(files)
     report.bytes = sum(int(e["size"]) for e in files.values())
+    listed = {o.key[len(prefix):]: o for o in store.backend.list(prefix)}
+    for extra in sorted(set(listed) - set(files) - {MANIFEST, MARKER}):
+        report.problems[extra] = "not in the manifest (an object added after the release was made)"
+    pending: list[tuple[str, dict[str, Any]]] = []
+    for path, entry in sorted(files.items()):
+        seen = listed.get(path)
+        if seen is None:
+            report.problems[path] = "missing"
+        elif seen.size != entry["size"]:
+            report.problems[path] = f"size {seen.size} != manifest {entry['size']}"
+        elif listing and not deep and seen.etag and etags.get(path):
+            if seen.etag != etags[path]:
+                report.problems[path] = f"changed since it was verified (etag {seen.etag} != recorded {etags[path]})"
+        else:
+            pending.append((path, entry))
 
     def check(item: tuple[str, dict[str, Any]]) -> tuple[str, str | None]:
         path, entry = item
@@ -131,7 +159,7 @@ def verify_release(store: ModelStore, release_id: str, *, deep: bool = False, wo
         return path, object_problem(info, entry["sha256"], entry["size"], composite=composites.get(path))
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        for path, problem in pool.map(check, sorted(files.items())):
+        for path, problem in pool.map(check, pending):
             if problem:
                 report.problems[path] = problem
     return report
