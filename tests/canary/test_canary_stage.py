@@ -110,6 +110,7 @@ def test_a_model_that_fails_to_load_is_rejected_naming_it_and_tritons_error(tmp_
     message = str(caught.value)
     assert 'model "iris_broken_post" failed to load' in message
     assert "postprocess refuses to load: fail_on_load is set" in message
+    assert message.endswith(f"The report is at {release.workspace.stage_dir('canary') / 'report.json'}.")
     report = _report(release)
     assert report["verdict"] == "rejected" and "iris_broken_post" in report["reasons"][0]
     # the endpoint is left as it was found: nothing of the candidate stays loaded

@@ -40,10 +40,10 @@ def verdict(
         if not math.isfinite(p99) or p99 > p99_limit_ms:
             reasons.append(
                 f"p99 latency {p99:.3f} ms over {timing.get('requests')} requests of {timing.get('batch_rows')} rows "
-                f"at concurrency {timing.get('concurrency')} exceeds canary.p99_ms {p99_limit_ms:g} ms"
+                f"at concurrency {timing.get('concurrency')} exceeds canary.p99_ms {p99_limit_ms:g} ms [canary.p99_ms]"
             )
     if expectations is not None:
-        reasons.extend(expectation_failures(expectations))
+        reasons.extend(f"{line} [canary.expectations]" for line in expectation_failures(expectations))
     return not reasons, reasons
 
 

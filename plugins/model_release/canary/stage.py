@@ -50,9 +50,10 @@ def _triton(spec: ReleaseSpec, assembled: AssembleResult, folder: Path, endpoint
     copy = prepare_canary_repository(Path(assembled.repository_dir), folder / "repository")
     facts = {
         "mode": "local", "description": copy.description, "shimmed_models": copy.shimmed,
-        "repository": str(copy.path), "log": str(folder / "server" / "tritonserver.log"),
+        "repository": str(copy.path), "log": str(folder / "tritonserver.log"),
     }
-    with LocalTriton(copy.path, work_dir=folder / "server", ready_timeout=spec.canary.ready_timeout_s) as triton:
+    # the server's own files go to a temporary folder; only its log stays, beside the report
+    with LocalTriton(copy.path, log_path=folder / "tritonserver.log", ready_timeout=spec.canary.ready_timeout_s) as triton:
         facts["url"] = triton.http_url
         yield triton.http_url, facts
 
@@ -102,6 +103,10 @@ def run_canary(
     }
     golden = _load_npz(export.golden_path, "golden set")
     reference = _load_npz(export.reference_path, "native reference")
+    report["golden"] = {
+        "path": export.golden_path, "reference": export.reference_path, "inputs": sorted(golden),
+        "rows": int(len(next(iter(golden.values())))) if golden else 0,
+    }
     order = list(assembled.load_order)
     if assembled.entry_model not in order:
         order.append(assembled.entry_model)
@@ -119,12 +124,10 @@ def run_canary(
                 server_facts["models_loaded"] = loaded.versions
                 entry = server.entry(assembled.entry_model)
                 batch_rows = min(spec.canary.batch_rows, entry.max_batch_size) if entry.max_batch_size > 0 else spec.canary.batch_rows
-                report["golden"] = {
-                    "path": export.golden_path, "reference": export.reference_path,
-                    "rows": int(len(next(iter(golden.values())))) if golden else 0,
-                    "inputs": sorted(golden), "batch_rows": batch_rows,
-                    "batch_rows_requested": spec.canary.batch_rows, "entry_max_batch_size": entry.max_batch_size,
-                }
+                report["golden"].update({
+                    "batch_rows": batch_rows, "batch_rows_requested": spec.canary.batch_rows,
+                    "entry_max_batch_size": entry.max_batch_size,
+                })
                 missing = sorted(set(entry.inputs) - set(golden))
                 if missing:
                     raise CanaryRejected(
@@ -144,9 +147,10 @@ def run_canary(
                 server.close()
         return _judge(spec, intake, ws, folder, report, reference, result, baseline, baseline_name, t0)
     except CanaryRejected as exc:  # the candidate's fault: the report says why before the error goes up
-        if "verdict" not in report:
-            _finish(report, folder, ws, False, [str(exc)], t0)
-        raise
+        if "verdict" in report:
+            raise
+        canary = _finish(report, folder, ws, False, [str(exc.args[0])], t0)
+        raise CanaryRejected(f"{exc.args[0]} The report is at {canary.report_json}.", stage="canary") from None
 
 
 def _judge(
@@ -176,7 +180,7 @@ def _judge(
     if not passed:
         raise CanaryRejected(
             f"the canary of {spec.name} ({ws.release_id}) was rejected: " + "; ".join(reasons)
-            + f". Loosen a canary tolerance in the release spec only if that difference is acceptable. "
+            + f". Change the canary setting named in brackets in the release spec only if that is acceptable. "
             f"The report is at {canary.report_json} ({canary.report_html}).",
             stage="canary",
         )

@@ -77,6 +77,19 @@ def runtime_facts(runtime_venv: Path) -> dict[str, str]:
     return facts
 
 
+def _live_members(pgid: int) -> list[int]:
+    """Processes of a process group that are not zombies (Linux /proc; empty where there is none)."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+            members.append(int(stat.parent.name))
+    return members
+
+
 def _link_or_copy(src: Path, dst: Path) -> None:
     dst.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -201,7 +214,9 @@ class LocalTriton:
                 port_clash = "address already in use" in self.log_tail(80).lower()
                 self.stop(remove_work_dir=False)
                 if not port_clash or attempt == 2:
-                    raise  # the work folder stays, with the whole server log
+                    if self._log_path is not None:  # else the work folder stays, with the whole server log
+                        self._cleanup_work_dir()
+                    raise
 
     def _lay_out(self) -> Path:
         assert self.work_dir is not None
@@ -312,14 +327,19 @@ class LocalTriton:
                     pass
                 except ProcessLookupError:
                     pass
-            try:  # the server if it ignored SIGTERM, and any python stub it left behind
-                os.killpg(pgid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL does not fail
-                pass
+            # the server if it ignored SIGTERM, and any python stub it left behind; wait until they are gone
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    os.killpg(pgid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    break
+                try:
+                    proc.wait(timeout=0.05)
+                except subprocess.TimeoutExpired:
+                    pass
+                if not _live_members(pgid) or time.monotonic() > deadline:
+                    break
             atexit.unregister(self._atexit_stop)
             for region in Path("/dev/shm").glob(f"{self._shm_prefix}*"):
                 region.unlink(missing_ok=True)
