@@ -43,11 +43,14 @@ def test_two_releases_through_the_dag(stack) -> None:
     assert report["passed"] is True
     # the ensemble itself answered every golden row in the canary
     assert report["entry_model"] == "iris"
-    assert report["golden_rows"] == 150
-    assert report["figures"]["requests"] > 0
+    assert report["golden"]["rows"] == 150 and report["timing"]["rows"] == 150
+    assert report["timing"]["requests"] >= 150 / 16
+    assert report["server"]["models_loaded"]["iris"] == ["1"]
+    assert report["server"]["shimmed_models"], "the report says plainly which models ran through the CPU shim"
+    assert report["parity"]["label"]["agreement"] == 1.0
 
     client = mlflow.MlflowClient(tracking_uri=stack.tracking_uri)
-    assert client.get_model_version_by_alias("iris-classifier", "production").version == first_version
+    assert str(client.get_model_version_by_alias("iris-classifier", "production").version) == first_version
 
     # a retrained candidate: the canary compares it with the release before it
     second_version = train_iris(stack.tracking_uri, c=0.05)
@@ -58,8 +61,11 @@ def test_two_releases_through_the_dag(stack) -> None:
     assert pointer["release_id"] == second
     report2 = store.json(f"releases/{second}/reports/report.json")
     assert report2["baseline"]["name"] == f"production (version {first_version})"
-    assert 0.0 < report2["baseline"]["label_agreement"] <= 1.0
-    assert client.get_model_version_by_alias("iris-classifier", "production").version == second_version
+    label = report2["baseline"]["outputs"]["label"]
+    assert label["rows"] == 150 and 0.0 < label["agreement"] <= 1.0
+    # a model retrained with 20x the regularisation scores differently from the one it replaces
+    assert report2["baseline"]["outputs"]["probabilities"]["max_abs"] > 1e-3
+    assert str(client.get_model_version_by_alias("iris-classifier", "production").version) == second_version
     # the first release is still there, whole and unchanged
     assert store.json(f"releases/{first}/release.json") == manifest
 
