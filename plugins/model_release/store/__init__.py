@@ -10,19 +10,25 @@ the same layout and the same guarantees::
                                               release exists only once this record does
     channels/<channel>.json                   {release_id, previous_release, seq, action, updated_at, updated_by}
     history/<channel>/<seq:010d>.json         one entry per pointer move, written create-only
+    .locks/                                   (local-folder store only) flock files for conditional writes
 
 Guarantees:
 
 * A release appears whole or not at all: objects first, then ``release.json``, then
   ``_COMPLETE``; nothing points at a release without ``_COMPLETE``; released prefixes are never
   rewritten (a second promotion of the same id with a different manifest is refused).
-* Verification reads back, for every object, the SHA-256 checksum the store keeps with it
-  (S3 ``x-amz-checksum-sha256``: botocore computes it from the bytes it sends and S3 checks it on
-  arrival; for multipart objects S3 keeps the composite of the parts' SHA-256s, which must equal
-  the composite computed from the local file, and the manifest SHA-256 is kept in the object's
-  metadata). This costs one HEAD per object, no download, so a no-op re-promotion costs time in
-  proportion to the number of objects, not their bytes; ``verify_release(..., deep=True)``
-  downloads and hashes instead. The local-folder store hashes the files themselves.
+* Every object is checked against the manifest before the release completes. The choice: on
+  S3, the SHA-256 checksum S3 acknowledged for each write (botocore computes
+  ``x-amz-checksum-sha256`` from the bytes it sends; S3 validates it on arrival and echoes it in
+  the PutObject response), then one read-back listing of the prefix showing every object is
+  still the one written (size and ETag; an object overwritten after upload has a new ETag).
+  Objects without such a receipt (multipart uploads, whose S3 checksum is the composite of the
+  parts' SHA-256s, and objects kept from an earlier attempt) are read back with a HEAD of their
+  stored checksum. The local-folder store hashes the stored files. ``_COMPLETE`` records the
+  ETags and composites, so a re-promotion of a complete release re-verifies with one listing
+  (its cost follows the number of objects, not their bytes). ``verify_release`` reads back each
+  stored checksum by HEAD, or with ``deep=True`` downloads and hashes every object. (moto, the
+  local S3 endpoint, stores the checksum botocore sends without validating it; AWS validates.)
 * Channel pointers move only by a conditional write (S3 ``If-None-Match: *`` to create,
   ``If-Match: <etag>`` to replace; a per-key ``flock`` plus ``os.replace`` locally). A promotion
   that finds the pointer changed since it read it fails with ``ConflictError`` naming the winner.
@@ -36,7 +42,7 @@ environment variables or the AWS config, never from the command line)::
     tritonserver --model-repository=s3://BUCKET/PREFIX/releases/<release_id>/models
     # a private S3 endpoint (moto, MinIO): host and port between "s3://" and the bucket
     tritonserver --model-repository=s3://127.0.0.1:9000/BUCKET/PREFIX/releases/<release_id>/models
-    # (recent Triton versions also accept the scheme: s3://http://127.0.0.1:9000/BUCKET/...)
+    # an endpoint behind TLS can be named with its scheme: s3://https://HOST:443/BUCKET/...
 
 ``ModelStore.triton_repository(release_id)`` returns that argument for a store. To follow a
 channel, read ``channels/<channel>.json`` and start (or ``load`` in explicit model control mode)

@@ -309,9 +309,13 @@ def promote(
     """
     check_release_id(release_id)
     check_channel(channel)
-    if follower is not None:
-        manifest = json.loads((Path(release_dir) / MANIFEST).read_text()) if (Path(release_dir) / MANIFEST).is_file() else {}
-        model_ref(manifest, where=str(Path(release_dir) / MANIFEST))  # refuse before uploading, not after moving
+    if follower is not None:  # refuse before uploading, not after moving the pointer
+        try:
+            manifest = json.loads((Path(release_dir) / MANIFEST).read_bytes())
+        except (OSError, ValueError):
+            manifest = None  # stage_release reports a missing or broken manifest
+        if manifest is not None:
+            model_ref(manifest, where=str(Path(release_dir) / MANIFEST))
     staged = stage_release(Path(release_dir), release_id, store, workers=workers, progress=progress)
     pointer, previous, moved = move_channel(store, channel, release_id, expected_current=expected_current)
     result = PromoteResult(
