@@ -181,7 +181,11 @@ class TritonHttpClient:
                 f'model "{self.model}" answered a golden-set request with an error: {exc.message()}', stage="canary"
             ) from None
         except (ConnectionError, OSError) as exc:
-            raise ServiceUnavailable(f"Triton at {self.url} could not be reached while replaying the golden set through {self.model!r}: {exc}; check that the server is up", stage="canary") from None
+            raise ServiceUnavailable(
+                f"Triton at {self.url} could not be reached while replaying the golden set through {self.model!r}: "
+                f"{exc}; check that the server is up",
+                stage="canary",
+            ) from None
         return {o: result.as_numpy(o) for o in self.outputs}
 
     def close(self) -> None:

@@ -224,7 +224,8 @@ class LocalTriton:
         dst = self.work_dir / "tritonserver"
         stub = src / "python_backend_stubs" / self.runtime["version"] / "triton_python_backend_stub"
         if not stub.is_file():
-            have = sorted(p.name for p in (src / "python_backend_stubs").iterdir()) if (src / "python_backend_stubs").is_dir() else []
+            stubs = src / "python_backend_stubs"
+            have = sorted(p.name for p in stubs.iterdir()) if stubs.is_dir() else []
             raise ServiceUnavailable(
                 f"local triton: no python backend stub for Python {self.runtime['version']} in {str(src)!r} "
                 f"(have: {have}); recreate the runtime venv with one of those Pythons ({SETUP_HINT})",
