@@ -190,3 +190,14 @@ def test_stored_checksum_is_the_manifest_sha256(moto, tmp_path):
     assert head["ChecksumSHA256"] == want
     assert store.triton_repository("iris-1") == f"s3://127.0.0.1:{moto.port}/checksum-probe/releases/iris-1/models"
     assert [e.release_id for e in history(store, "production")] == ["iris-1"]
+
+
+def test_missing_bucket_is_a_store_error_naming_it(moto, tmp_path):
+    from .conftest import fast_client
+
+    store = open_store("s3://no-such-bucket-here/p", s3_client=fast_client(moto.endpoint_url))
+    rel = make_release(tmp_path / "r", small=1, big=17 * 1024 * 1024)  # both the single-part and multipart paths
+    with pytest.raises(StoreError, match="no-such-bucket-here") as err:
+        promote(rel, "iris-1", store, "production")
+    assert "NoSuchBucket" in str(err.value)
+    assert not isinstance(err.value, ChecksumMismatch)

@@ -93,6 +93,13 @@ class S3Backend:
             ) from None
         except Exception as exc:  # s3transfer wraps the botocore error in S3UploadFailedError
             if type(exc).__name__ == "S3UploadFailedError":
+                text = str(exc)
+                if "An error occurred (" in text:  # the endpoint answered and refused
+                    code = text.split("An error occurred (", 1)[1].split(")", 1)[0]
+                    raise StoreError(
+                        f"S3 refused the upload of s3://{self.bucket}/{self._key(key)}: {code}. "
+                        "Check the bucket exists and the credentials may write it."
+                    ) from None
                 raise ServiceUnavailable(
                     f"S3 upload of s3://{self.bucket}/{self._key(key)} failed ({str(exc).split(':')[0]}); "
                     "retry once the endpoint is back (uploads resume)."
