@@ -81,12 +81,17 @@ def _copy_store(stack: Any, dest: Path) -> int:
     return count
 
 
+def _progress_line(line: str) -> bool:
+    """The lines of an Airflow run worth showing by default: task starts/ends, stage progress, errors."""
+    return "[DAG TEST]" in line or "[model_release." in line or " error " in line.lower() or "Traceback" in line
+
+
 def main(argv: list[str] | None = None) -> int:
     from .local.stack import EmbeddedStack
 
     parser = argparse.ArgumentParser(prog="model-release demo", description=__doc__.splitlines()[0])
     parser.add_argument("--root", default=".work/demo", help="where the demo keeps its state (emptied first)")
-    parser.add_argument("--quiet", action="store_true", help="do not echo the Airflow runs' logs")
+    parser.add_argument("--verbose", action="store_true", help="echo the Airflow runs' whole logs (default: the stages' progress)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     root = Path(args.root).resolve()
@@ -101,28 +106,35 @@ def main(argv: list[str] | None = None) -> int:
             version = train_iris(str(stack.tracking_uri), c=c)
             release_id = new_release_id("iris")
             print(f"[demo] release {step}: {MODEL_NAME} version {version} (C={c}) as {release_id}", flush=True)
-            outcome = stack.run_dag({"spec": SPEC, "release_id": release_id}, echo=not args.quiet)
+            outcome = stack.run_dag({"spec": SPEC, "release_id": release_id}, echo=True if args.verbose else _progress_line)
             ws = stack.workspace / release_id
             promote_json = ws / "promote" / "promote.json"
             if outcome.returncode != 0 or not promote_json.is_file():
-                print(outcome.output[-6000:] if args.quiet else "", file=sys.stderr)
+                print("" if args.verbose else outcome.output[-6000:], file=sys.stderr)
                 print(f"[demo] FAILED: release {release_id} did not promote (airflow exit {outcome.returncode}, "
                       f"state {outcome.state}); its workspace is {ws}", file=sys.stderr)
                 return 1
             promoted = json.loads(promote_json.read_text())
-            report = ws / "canary" / "report.json"
-            releases.append({"release_id": release_id, "version": version, "report": report,
-                             "html": ws / "canary" / "report.html", "promoted": promoted})
+            releases.append({"release_id": release_id, "version": version, "promoted": promoted,
+                             "canary": json.loads((ws / "canary" / "canary.json").read_text())})
         store_copy = root / "store"
         n = _copy_store(stack, store_copy)
     print()
     print(f"[demo] done in {time.monotonic() - started:.0f} s: {len(releases)} releases promoted")
     for r in releases:
-        verdict = json.loads(r["report"].read_text())
-        p = r["promoted"]
-        print(f"  release {r['release_id']}: {MODEL_NAME} v{r['version']} -> {p['store_uri']}/{p['release_prefix']} "
-              f"(channel {p['channel']}, was {p['previous_release']}); canary: {verdict.get('summary', verdict.get('verdict'))}")
-        print(f"    report: {r['report']}  {r['html']}")
+        p, canary = r["promoted"], r["canary"]
+        print(f"  release {r['release_id']}: {MODEL_NAME} v{r['version']} -> {p['release_prefix']}")
+        print(f"    channel {p['channel']}: {p['previous_release'] or '(none)'} -> {r['release_id']}; "
+              f"MLflow alias {p['mlflow_alias']} -> v{r['version']}; {p['objects']} objects")
+        print(f"    {canary['summary']}")
+        baseline = json.loads(Path(canary["report_json"]).read_text()).get("baseline")
+        if baseline:
+            label = baseline["outputs"].get("label", {})
+            probs = baseline["outputs"].get("probabilities", {})
+            print(f"    against {baseline['name']}: labels agree on {label.get('agreement', 0):.1%} of {label.get('rows')} rows, "
+                  f"probabilities differ by up to {probs.get('max_abs', 0):.3f}")
+        print(f"    report: {canary['report_json']}")
+        print(f"            {canary['report_html']}")
     print(f"  the store ({n} objects) is copied to {store_copy}; channels/production.json names {releases[-1]['release_id']}")
     return 0
 

@@ -20,6 +20,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -134,8 +135,17 @@ class EmbeddedStack:
                 raise ServiceUnavailable(f"`airflow {' '.join(args)}` failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
         self._migrated = True
 
-    def run_dag(self, conf: dict[str, Any], *, dag_id: str = "model_release", echo: bool = False) -> DagRunOutcome:
-        """Run the DAG once with ``airflow dags test`` and report the run's final state."""
+    def run_dag(
+        self, conf: dict[str, Any], *, dag_id: str = "model_release", echo: bool | Callable[[str], bool] = False
+    ) -> DagRunOutcome:
+        """Run the DAG once with ``airflow dags test`` and report the run's final state.
+
+        Args:
+            conf: the run's conf (the DAG's params).
+            dag_id: which DAG.
+            echo: print the run's output as it comes: every line (True), none (False), or the lines
+                a predicate accepts.
+        """
         self.migrate_airflow()
         airflow = Path(sys.executable).with_name("airflow")
         proc = subprocess.Popen(
@@ -146,8 +156,9 @@ class EmbeddedStack:
         assert proc.stdout is not None
         for line in proc.stdout:
             lines.append(line)
-            if echo:
+            if echo is True or (callable(echo) and echo(line)):
                 sys.stdout.write(line)
+                sys.stdout.flush()
         proc.wait()
         output = "".join(lines)
         state = None
