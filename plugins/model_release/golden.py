@@ -131,9 +131,9 @@ def _kind_name(dtype: np.dtype) -> str:
 
 
 def _iter_example(intake: IntakeResult, size: int, limit: int) -> Iterator[Batch]:
-    from mlflow.models import Model
+    from .intake import read_mlmodel
 
-    mlmodel = Model.load(intake.model_dir)
+    mlmodel = read_mlmodel(intake.model_dir)
     try:
         example = _plain_ndarray_example(mlmodel, intake.model_dir)
         if example is None:

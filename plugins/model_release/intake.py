@@ -14,6 +14,7 @@ reached is a :class:`~model_release.errors.ServiceUnavailable`.
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import os
 import re
@@ -49,6 +50,20 @@ def triton_name(name: str, taken: set[str] | None = None) -> str:
     if taken is not None:
         taken.add(candidate)
     return candidate
+
+
+def read_mlmodel(model_dir: str | Path) -> Any:
+    """The ``MLmodel`` of a downloaded model, parsed once per file version (MLflow parses YAML slowly)."""
+    mlmodel = Path(model_dir) / "MLmodel"
+    stat = mlmodel.stat()
+    return _read_mlmodel(str(mlmodel.parent), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=32)
+def _read_mlmodel(model_dir: str, mtime_ns: int, size: int) -> Any:
+    from mlflow.models import Model
+
+    return Model.load(model_dir)
 
 
 def content_digest(folder: Path) -> str:
@@ -147,9 +162,7 @@ def resolve(
     stage = ws.stage_dir("intake", fresh=True)
     model_dir = _download(ref.name, str(version.version), stage / "model", tracking_uri)
 
-    from mlflow.models import Model
-
-    mlmodel = Model.load(str(model_dir))
+    mlmodel = read_mlmodel(model_dir)
     flavor = next((f for f in SUPPORTED_FLAVORS if f in mlmodel.flavors), None)
     where = f'model "{ref.name}" version {version.version}'
     if flavor is None:

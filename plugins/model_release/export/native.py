@@ -149,10 +149,10 @@ def load_native(intake: IntakeResult) -> NativeModel:
     Raises:
         ExportError: the model cannot be loaded or is not a predictor.
     """
-    from mlflow.models import Model
+    from ..intake import read_mlmodel
 
     model_dir = intake.model_dir
-    mlmodel = Model.load(model_dir)
+    mlmodel = read_mlmodel(model_dir)
     columnar = mlmodel.signature is not None and not mlmodel.signature.inputs.is_tensor_spec()
     try:
         if intake.flavor == "sklearn":
