@@ -46,3 +46,33 @@ def test_port_taken_gives_a_clear_error():
 def test_unreachable_endpoint_is_service_unavailable():
     with pytest.raises(ServiceUnavailable, match="did not answer"):
         ensure_bucket(f"http://127.0.0.1:{free_port()}", "nobody-home")
+
+
+@pytest.mark.parametrize("ending", ["raise RuntimeError('boom')", "import sys; sys.exit(3)"])
+def test_moto_server_dies_with_its_owner_even_on_error(ending):
+    import os
+    import subprocess
+    import sys
+    import time
+
+    code = (
+        "from model_release.local.s3 import MotoServer\n"
+        "s = MotoServer().start()\n"
+        "print(s._proc.pid, flush=True)\n"
+        f"{ending}\n"
+    )
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert child.returncode != 0
+    pid = int(child.stdout.split()[0])
+    deadline = time.monotonic() + 10
+    alive = True
+    while alive and time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+            with open(f"/proc/{pid}/stat") as f:
+                alive = f.read().split(")")[-1].split()[0] != "Z"
+        except (ProcessLookupError, FileNotFoundError):
+            alive = False
+        if alive:
+            time.sleep(0.1)
+    assert not alive, f"moto_server pid {pid} outlived the process that started it"

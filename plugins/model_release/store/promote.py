@@ -118,6 +118,47 @@ def _check_local(release_dir: Path, files: dict[str, dict[str, Any]]) -> None:
         )
 
 
+def _check_written(
+    store: ModelStore,
+    prefix: str,
+    files: dict[str, dict[str, Any]],
+    receipts: dict[str, ObjectInfo],
+    composites: dict[str, str],
+    pool: ThreadPoolExecutor,
+) -> dict[str, str]:
+    """Problems of the stored objects against the manifest, after upload (empty when all match).
+
+    First the checksum the store acknowledged for each write (a HEAD where a write gave no
+    receipt: multipart uploads, local files), then one listing proving each object is still the
+    one written (same size and etag): an object changed after its upload fails here. Fills
+    ``receipts`` and ``composites`` with what the completion record keeps.
+    """
+    for p, info in list(receipts.items()):
+        if info.multipart and info.checksum_sha256:
+            composites.setdefault(p, info.checksum_sha256)
+    unreceipted = [p for p in sorted(files) if p not in receipts]
+    for p, info in _run_all(pool, lambda p: (p, store.backend.head(prefix + p)), unreceipted):
+        if info is not None:
+            receipts[p] = info
+    problems: dict[str, str] = {}
+    for p in sorted(files):
+        why = object_problem(receipts.get(p), files[p]["sha256"], files[p]["size"], composite=composites.get(p))
+        if why:
+            problems[p] = why
+    after = {o.key[len(prefix):]: o for o in store.backend.list(prefix)}
+    for p in sorted(files):
+        seen, written = after.get(p), receipts.get(p)
+        if p in problems or written is None:
+            continue
+        if seen is None:
+            problems[p] = "missing after upload"
+        elif seen.size != files[p]["size"]:
+            problems[p] = f"size {seen.size} != manifest {files[p]['size']} after upload"
+        elif seen.etag and written.etag and seen.etag != written.etag:
+            problems[p] = f"changed after upload (etag {seen.etag}, written as {written.etag})"
+    return problems
+
+
 def stage_release(
     release_dir: Path,
     release_id: str,
@@ -220,33 +261,9 @@ def stage_release(
             log.info("promote %s: all %d files already in %s", release_id, len(files), store.uri)
         _run_all(pool, upload, sorted(todo, key=lambda p: -files[p]["size"]))
 
-        # 4. check every object against the manifest: the checksum the store acknowledged for the
-        #    write (or a HEAD where a write gave no receipt), then one listing proving each object is
-        #    still the one written (same size and etag): an object changed after upload fails here
+        # 4. check every object against the manifest (see _check_written)
         composites = {p: composite_b64(parts) for p, parts in parts_of.items() if parts}
-        for p in present:
-            if receipts[p].multipart and receipts[p].checksum_sha256:
-                composites[p] = receipts[p].checksum_sha256
-        unreceipted = [p for p in sorted(files) if p not in receipts]
-        for p, info in _run_all(pool, lambda p: (p, store.backend.head(prefix + p)), unreceipted):
-            if info is not None:
-                receipts[p] = info
-        problems = {}
-        for p in sorted(files):
-            why = object_problem(receipts.get(p), files[p]["sha256"], files[p]["size"], composite=composites.get(p))
-            if why:
-                problems[p] = why
-        after = {o.key[len(prefix):]: o for o in store.backend.list(prefix)}
-        for p in sorted(files):
-            seen, written = after.get(p), receipts.get(p)
-            if p in problems or written is None:
-                continue
-            if seen is None:
-                problems[p] = "missing after upload"
-            elif seen.size != files[p]["size"]:
-                problems[p] = f"size {seen.size} != manifest {files[p]['size']} after upload"
-            elif seen.etag and written.etag and seen.etag != written.etag:
-                problems[p] = f"changed after upload (etag {seen.etag}, written as {written.etag})"
+        problems = _check_written(store, prefix, files, receipts, composites, pool)
     if problems:
         VerifyReport(release_id, True, len(files), total_bytes, problems).raise_for_problems(store.uri)
 
