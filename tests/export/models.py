@@ -154,3 +154,22 @@ def torch_cnn() -> tuple[Any, np.ndarray]:
         torch.nn.Flatten(), torch.nn.Linear(4 * 4 * 4, 5), torch.nn.Softmax(dim=1),
     ).eval()
     return model, x
+
+
+def torch_two_in_two_out() -> Any:
+    """A module taking two tensors and returning two (scores, embedding); pickled by MLflow."""
+    import torch
+
+    class TwoHeads(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = torch.nn.Linear(4, 4)
+            self.head = torch.nn.Linear(6, 3)
+
+        def forward(self, features: Any, extra: Any) -> Any:
+            embedding = torch.tanh(self.embed(features))
+            scores = torch.softmax(self.head(torch.cat([embedding, extra], dim=1)), dim=1)
+            return scores, embedding
+
+    torch.manual_seed(0)
+    return TwoHeads().eval()

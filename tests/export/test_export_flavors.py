@@ -152,6 +152,38 @@ def test_torch_cnn_from_a_golden_file_streamed_in_batches(registry, ws_root, tmp
         np.testing.assert_allclose(reference["output"], model(torch.from_numpy(many[:250])).numpy(), atol=1e-6)
 
 
+def test_torch_model_with_two_inputs_and_two_outputs_keeps_signature_names(registry, ws_root, tmp_path):
+    import torch
+    from mlflow.models import ModelSignature
+    from mlflow.types.schema import Schema
+    from mlflow.types.schema import TensorSpec as Spec
+
+    from .models import torch_two_in_two_out
+
+    model = torch_two_in_two_out()
+    f32 = np.dtype("float32")
+    signature = ModelSignature(
+        inputs=Schema([Spec(f32, (-1, 4), "features"), Spec(f32, (-1, 2), "extra:0")]),
+        outputs=Schema([Spec(f32, (-1, 3), "scores"), Spec(f32, (-1, 4), "embedding")]),
+    )
+    registry.log("pytorch", model, "two-heads", signature=signature, serialization_format="pickle")
+    rng = np.random.default_rng(5)
+    features, extra = rng.normal(size=(40, 4)).astype(np.float32), rng.normal(size=(40, 2)).astype(np.float32)
+    np.savez(tmp_path / "two.npz", **{"features": features, "extra:0": extra})
+    _, intake, ws, result = release(registry, ws_root, "two-heads", golden={"source": "file", "path": str(tmp_path / "two.npz")})
+
+    assert intake.name_map == {"extra:0": "extra_0"}
+    assert [(s.name, s.dims) for s in result.inputs] == [("features", (4,)), ("extra_0", (2,))]
+    assert [(s.name, s.dims) for s in result.outputs] == [("scores", (3,)), ("embedding", (4,))]
+    golden, reference = check_files(ws, result)
+    with torch.no_grad():
+        scores, embedding = model(torch.from_numpy(features), torch.from_numpy(extra))
+    np.testing.assert_allclose(reference["scores"], scores.numpy(), atol=1e-6)
+    np.testing.assert_allclose(reference["embedding"], embedding.numpy(), atol=1e-6)
+    onnx_out = run_onnx(result, golden)
+    np.testing.assert_allclose(onnx_out["scores"], reference["scores"], atol=1e-5)
+
+
 @pytest.mark.parametrize("library", ["xgboost", "lightgbm"])
 def test_gradient_boosting_classifiers_through_onnxmltools(registry, ws_root, library):
     pytest.importorskip("onnxmltools")
@@ -203,6 +235,12 @@ def test_second_release_of_an_unchanged_model_reuses_the_cached_onnx(registry, b
 
     _, _, _, other_opset = release(registry, ws_root, name, "third", export={"opset": 15})
     assert other_opset.cached is False and other_opset.converter["cache_key"] != first.converter["cache_key"]
+
+    # a damaged cache entry is not reused
+    entry = ws_root / ".cache" / "export" / first.converter["cache_key"] / "model.onnx"
+    entry.write_bytes(entry.read_bytes() + b"\0")
+    _, _, _, after_damage = release(registry, ws_root, name, "fourth")
+    assert after_damage.cached is False and sha256_file(entry) == after_damage.onnx_sha256
 
     # reproduce.sh re-runs the export from the workspace, converting again
     proc = subprocess.run(["sh", str(ws2.stage_dir("export") / "reproduce.sh"), "--no-cache"],
