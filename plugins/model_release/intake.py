@@ -147,6 +147,14 @@ def resolve(
             signature type with no Triton data type.
         ServiceUnavailable: the tracking store could not be reached.
     """
+    try:
+        return _resolve(spec, ws, tracking_uri, client)
+    except ModelReleaseError as exc:
+        exc.stage = exc.stage or "intake"
+        raise
+
+
+def _resolve(spec: ReleaseSpec, ws: Workspace, tracking_uri: str | None, client: Any) -> IntakeResult:
     from .local.mlflow import quiet_mlflow_env
 
     quiet_mlflow_env()

@@ -75,7 +75,7 @@ def test_unknown_alias_lists_the_model_aliases(registry, iris_versions, tmp_path
     with pytest.raises(IntakeError) as err:
         intake_of(registry, tmp_path, alias="staging")
     assert str(err.value) == (
-        f'model "iris-lr" has no alias "staging"; its aliases: candidate (version {iris_versions[0]}), '
+        f'intake: model "iris-lr" has no alias "staging"; its aliases: candidate (version {iris_versions[0]}), '
         f"production (version {iris_versions[1]})"
     )
 
@@ -83,7 +83,7 @@ def test_unknown_alias_lists_the_model_aliases(registry, iris_versions, tmp_path
 def test_unknown_version_lists_the_versions(registry, iris_versions, tmp_path):
     with pytest.raises(IntakeError) as err:
         intake_of(registry, tmp_path, version=99)
-    assert str(err.value) == f'model "iris-lr" has no version 99; its versions: {", ".join(iris_versions)}'
+    assert str(err.value) == f'intake: model "iris-lr" has no version 99; its versions: {", ".join(iris_versions)}'
 
 
 def test_model_without_signature_says_how_to_log_one(registry, tmp_path):

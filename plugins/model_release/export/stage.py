@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ExportError, ParityError
+from ..errors import ExportError, ModelReleaseError, ParityError
 from ..golden import NpzWriter, golden_origin, iter_golden
 from ..parity import ParityAccumulator, ParityReport
 from ..spec import ReleaseSpec
@@ -64,6 +64,14 @@ def export(
         ParityError: an output differs from the native model beyond its tolerance.
         SpecError, IntakeError: the golden set is missing or disagrees with the signature.
     """
+    try:
+        return _export(spec, intake, ws, converters)
+    except ModelReleaseError as exc:
+        exc.stage = exc.stage or "export"
+        raise
+
+
+def _export(spec: ReleaseSpec, intake: IntakeResult, ws: Workspace, converters: Mapping[str, Converter] | None) -> ExportResult:
     started = time.perf_counter()
     out = ws.stage_dir("export", fresh=True)
     atomic_write_json(out / "spec.json", spec.model_dump(mode="json"))
