@@ -19,6 +19,8 @@ def test_every_shipped_spec_is_valid() -> None:
     for path in specs:
         spec = load_spec(path)
         assert spec.base_dir == str(path.parent)
+        assert spec.source == str(path) and spec.where == str(path)
+    assert parse_spec(BASE).where == "the release spec 'iris'"
 
 
 def test_defaults_and_per_output_tolerances() -> None:

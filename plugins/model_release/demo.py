@@ -46,7 +46,7 @@ def train_iris(tracking_uri: str, *, c: float = 1.0, alias: str | None = "candid
     model = make_pipeline(StandardScaler(), LogisticRegression(C=c, max_iter=max_iter)).fit(x, y)
     mlflow.set_tracking_uri(tracking_uri)
     mlflow.set_registry_uri(tracking_uri)
-    mlflow.set_experiment("model-release-demo")
+    mlflow.set_experiment("model-release")  # created by local_tracking with a local artifact folder
     with mlflow.start_run(run_name=f"iris-C{c}") as run:
         mlflow.log_params({"C": c, "max_iter": max_iter, "model": "StandardScaler+LogisticRegression"})
         mlflow.log_metric("train_accuracy", float(model.score(x, y)))

@@ -110,6 +110,8 @@ class GoldenSpec(_Strict):
 class ExportSpec(_Strict):
     opset: int = Field(17, ge=9, le=23)
     tolerances: Tolerances = Tolerances()
+    #: share of rows whose label outputs (integer/string classes) must agree with the native model
+    min_label_agreement: float = Field(1.0, ge=0, le=1)
     simplify: bool = False
     cache: bool = True
 
@@ -182,8 +184,10 @@ class ReleaseSpec(_Strict):
     repository: RepositorySpec = RepositorySpec()
     canary: CanarySpec = CanarySpec()
     promote: PromoteSpec = PromoteSpec()
-    #: where the spec was read from (for resolving relative paths); not part of the YAML
+    #: where the spec was read from (for resolving relative paths and naming it in messages);
+    #: set by load_spec, not part of the YAML
     base_dir: str | None = None
+    source: str | None = None
 
     @field_validator("name")
     @classmethod
@@ -194,6 +198,11 @@ class ReleaseSpec(_Strict):
                 "it becomes a Triton model name and a folder name"
             )
         return v
+
+    @property
+    def where(self) -> str:
+        """How to name this spec in a message: its file, or its name when it came from a mapping."""
+        return self.source or f"the release spec {self.name!r}"
 
     def resolve_path(self, path: str) -> Path:
         p = Path(path)
@@ -213,15 +222,22 @@ def _format_errors(origin: str, exc: ValidationError) -> str:
     return f"release spec {origin} is invalid: " + "; ".join(lines)
 
 
-def parse_spec(data: Any, *, origin: str = "<dict>", base_dir: str | None = None, overrides: dict[str, Any] | None = None) -> ReleaseSpec:
+def parse_spec(
+    data: Any, *, origin: str = "<dict>", base_dir: str | None = None, source: str | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> ReleaseSpec:
     """Validate a spec given as a mapping, applying dotted ``overrides`` (``model.alias``) first."""
     if not isinstance(data, dict):
         raise SpecError(f"release spec {origin} must be a YAML mapping at the top level, got {type(data).__name__}")
     data = dict(data)
     for dotted, value in (overrides or {}).items():
         _set_dotted(data, dotted, value)
+    data.pop("base_dir", None)
+    data.pop("source", None)
     if base_dir is not None:
         data["base_dir"] = base_dir
+    if source is not None:
+        data["source"] = source
     try:
         return ReleaseSpec.model_validate(data)
     except ValidationError as exc:
@@ -241,7 +257,7 @@ def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> Rele
         data = yaml.safe_load(p.read_text())
     except yaml.YAMLError as exc:
         raise SpecError(f"release spec {str(p)!r} is not valid YAML: {exc}") from None
-    return parse_spec(data, origin=repr(str(p)), base_dir=str(p.resolve().parent), overrides=overrides)
+    return parse_spec(data, origin=repr(str(p)), base_dir=str(p.resolve().parent), source=str(p), overrides=overrides)
 
 
 def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:

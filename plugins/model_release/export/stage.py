@@ -112,7 +112,7 @@ def _export(spec: ReleaseSpec, intake: IntakeResult, ws: Workspace, converters: 
             candidates["simplified"] = slim_path
 
     reference_name = f"the {intake.flavor} model"
-    labels = {o.name: float(getattr(spec.export, "min_label_agreement", 1.0)) for o in outputs if o.datatype in _LABEL_TYPES}
+    labels = {o.name: spec.export.min_label_agreement for o in outputs if o.datatype in _LABEL_TYPES}
     run = _run_parity(spec, intake, native, candidates, inputs, outputs, labels, out)
     report = run.reports["onnx"]
     if "simplified" in run.reports:
@@ -236,14 +236,14 @@ def _parity_message(spec: ReleaseSpec, report: ParityReport, reference: str, ws:
     for o in report.failures:
         if o.kind == "label":
             fix = (f"a converter that changes predicted labels is not acceptable unless the spec lowers the required "
-                   f"agreement for {o.name}")
+                   f"agreement (export.min_label_agreement in {spec.where})")
         elif o.nonfinite:
             fix = "NaN/Inf cannot be tolerated away: fix the model or the converter"
         elif o.shape_error:
             fix = "the converter and the native model disagree on this output's shape"
         else:
             which = "atol" if o.max_abs > (o.atol or 0) else "rtol"
-            fix = (f"loosen export.tolerances.{o.name}.{which} in the release spec {spec.name!r} "
+            fix = (f"loosen export.tolerances.{o.name}.{which} in {spec.where} "
                    "only if that difference is acceptable")
         parts.append(f"{o.describe(reference)}. {fix[0].upper()}{fix[1:]}")
     where = ws.stage_dir("export")
