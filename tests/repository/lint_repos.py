@@ -227,8 +227,12 @@ SOURCES = {
 }
 
 
-def write_valid_repository(root: Path) -> Path:
-    """Write the example repository under ``root`` and return it."""
+def write_valid_repository(root: Path, onnx_model: Path | None = None) -> Path:
+    """Write the example repository under ``root`` and return it.
+
+    ``classifier_onnx`` gets ``onnx_model`` (an iris classifier) when given, else placeholder bytes
+    (the linter never reads the graph).
+    """
     for name, text in CONFIGS.items():
         version = root / name / "1"
         version.mkdir(parents=True)
@@ -236,5 +240,5 @@ def write_valid_repository(root: Path) -> Path:
         if name in SOURCES:
             (version / "model.py").write_text(SOURCES[name].lstrip())
         elif name == "classifier_onnx":
-            (version / "model.onnx").write_bytes(b"\x08\x07")  # the linter never reads the graph
+            (version / "model.onnx").write_bytes(onnx_model.read_bytes() if onnx_model else b"\x08\x07")
     return root

@@ -35,10 +35,12 @@ def _step(config, model: str):
 # rule -> (the model it must name, the mutation)
 CASES: dict[str, tuple[str, Callable[[Path], object]]] = {
     "repo-not-found": ("", lambda r: shutil.rmtree(r)),
-    "config-missing": ("add_sub", lambda r: (r / "add_sub/config.pbtxt").unlink()),
+    "config-missing": ("add_sub", lambda r: ((r / "add_sub/config.pbtxt").unlink(), (r / "add_sub/1/model.py").rename(r / "add_sub/1/main.py"))),
+    "config-autocomplete": ("add_sub", lambda r: (r / "add_sub/config.pbtxt").unlink()),
     "config-parse": ("add_sub", lambda r: (r / "add_sub/config.pbtxt").write_text('name: "add_sub"\ninput [ { name: "x" ')),
     "name-mismatch": ("add_sub", lambda r: edit(r, "add_sub", lambda c: setattr(c, "name", "add_and_sub"))),
-    "platform-missing": ("classifier_onnx", lambda r: edit(r, "classifier_onnx", lambda c: c.ClearField("backend"))),
+    "platform-missing": ("classifier_onnx", lambda r: (edit(r, "classifier_onnx", lambda c: c.ClearField("backend")), (r / "classifier_onnx/1/model.onnx").rename(r / "classifier_onnx/1/graph.bin"))),
+    "platform-inferred": ("classifier_onnx", lambda r: edit(r, "classifier_onnx", lambda c: c.ClearField("backend"))),
     "platform-unknown": ("classifier_onnx", lambda r: edit(r, "classifier_onnx", lambda c: (c.ClearField("backend"), setattr(c, "platform", "onnx_runtime")))),
     "platform-conflict": ("classifier_onnx", lambda r: edit(r, "classifier_onnx", lambda c: setattr(c, "platform", "tensorrt_plan"))),
     "backend-unknown": ("classifier_onnx", lambda r: edit(r, "classifier_onnx", lambda c: setattr(c, "backend", "my_custom_backend"))),
@@ -47,8 +49,9 @@ CASES: dict[str, tuple[str, Callable[[Path], object]]] = {
     "version-none": ("add_sub", lambda r: shutil.rmtree(r / "add_sub/1")),
     "version-empty": ("add_sub", lambda r: (r / "add_sub/1/model.py").unlink()),
     "version-not-numeric": ("add_sub", lambda r: (r / "add_sub/v2").mkdir()),
-    "version-leading-zero": ("add_sub", lambda r: (r / "add_sub/1").rename(r / "add_sub/01")),
+    "version-leading-zero": ("add_sub", lambda r: shutil.copytree(r / "add_sub/1", r / "add_sub/02")),
     "version-policy-missing": ("add_sub", lambda r: edit(r, "add_sub", lambda c: c.version_policy.specific.versions.extend([1, 2]))),
+    "version-policy-none": ("add_sub", lambda r: edit(r, "add_sub", lambda c: c.version_policy.specific.versions.extend([2]))),
     "version-stray": ("add_sub", lambda r: shutil.copytree(r / "add_sub/1", r / "add_sub/3")),
     "batch-size-invalid": ("add_sub", lambda r: edit(r, "add_sub", lambda c: setattr(c, "max_batch_size", -1))),
     "preferred-batch-size": ("classifier_onnx", lambda r: edit(r, "classifier_onnx", lambda c: c.dynamic_batching.preferred_batch_size.append(16))),
@@ -121,3 +124,9 @@ def test_rule(rule, valid_repo):
     for finding in hits:
         assert finding.file and (model == "" or finding.file.startswith(f"{model}/")), finding
         assert len(finding.message) > 30, finding
+
+
+def test_a_version_folder_starting_with_0_is_not_a_version(valid_repo):
+    (valid_repo / "add_sub" / "1").rename(valid_repo / "add_sub" / "01")
+    found = {(f.rule, f.severity) for f in lint_repository(valid_repo).findings if f.model == "add_sub"}
+    assert found == {("version-leading-zero", "warning"), ("version-none", "error")}

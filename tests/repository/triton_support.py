@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-from model_release.repository.config import CONFIG_FILE, read_config, write_config
+from model_release.repository.config import CONFIG_FILE, ConfigParseError, read_config, write_config
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / ".venv-triton"
@@ -26,7 +26,10 @@ def shim_repository(source: Path, target: Path) -> None:
     """Copy a repository, serving every onnxruntime leaf through the python-backend shim instead."""
     shutil.copytree(source, target, dirs_exist_ok=True)
     for config_path in sorted(target.glob(f"*/{CONFIG_FILE}")):
-        config = read_config(config_path)
+        try:
+            config = read_config(config_path)
+        except ConfigParseError:
+            continue  # left as it is: Triton will say what is wrong with it
         if config.backend != "onnxruntime" and config.platform != "onnxruntime_onnx":
             continue
         config.backend, config.platform = "python", ""

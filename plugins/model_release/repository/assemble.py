@@ -33,7 +33,7 @@ from .callgraph import call_depths
 from .lint import lint_repository
 from .manifest import build_manifest, write_manifest
 from .onnx_io import onnx_io
-from .render import render
+from .render import render, template_root
 from .shapes import RELEASE, CascadeSpec, FanoutSpec, parse_block
 
 PROBABILITIES = "probabilities"
@@ -108,8 +108,9 @@ def assemble(
     report = lint_repository(models_dir)
     if report.errors:
         raise LintError(
-            f"the assembled repository {models_dir} has {len(report.errors)} error(s) Triton would reject:\n"
-            + "\n".join(f"  {finding}" for finding in report.errors),
+            f"the assembled repository {models_dir} has {len(report.errors)} error(s) Triton would reject; "
+            f"they come from the templates under {template_root()} with this spec: fix the template or the "
+            "spec as each finding says, then assemble again:\n" + "\n".join(f"  {finding}" for finding in report.errors),
             stage="assemble",
         )
     versions = {model.name: version for model in models}

@@ -85,8 +85,15 @@ class _Linter:
         self.models[name] = info
         config_path = folder / CONFIG_FILE
         if not config_path.is_file():
-            self.add("config-missing", name, info.config_file,
-                     "no config.pbtxt; write one with name, backend (or platform), inputs and outputs")
+            inferred = _inferred_backend(folder)
+            if inferred:
+                self.add("config-autocomplete", name, info.config_file,
+                         f"no config.pbtxt: Triton will infer a {inferred} config from the model file, which the "
+                         "linter cannot check; write config.pbtxt with the inputs, outputs and batch size you mean")
+            else:
+                self.add("config-missing", name, info.config_file,
+                         "no config.pbtxt and no model file Triton could infer one from; write config.pbtxt "
+                         "with name, backend (or platform), inputs and outputs")
             return
         try:
             config = info.config = parse_config(config_path.read_text(encoding="utf-8"))
@@ -109,8 +116,16 @@ class _Linter:
         assert config is not None
         platform, backend = config.platform, config.backend
         if not platform and not backend:
-            hint = next((f"backend: \"{b}\"" for b, f in _DEFAULT_FILES.items() if any(info.path.glob(f"*/{f}"))), "backend: \"python\"")
-            self.add("platform-missing", name, file, f"config sets neither platform nor backend; add {hint}")
+            inferred = _inferred_backend(info.path)
+            if inferred is None:
+                self.add("platform-missing", name, file,
+                         "config sets neither platform nor backend and no version folder holds a model file "
+                         f"Triton knows ({', '.join(sorted(set(_DEFAULT_FILES.values())))}); add backend: \"...\"")
+                return
+            self.add("platform-inferred", name, file,
+                     f"config sets neither platform nor backend; Triton infers backend {inferred!r} from the file "
+                     f"name: write backend: \"{inferred}\" so a renamed file cannot change it")
+            info.kind = inferred
             return
         if platform and platform not in _PLATFORMS:
             self.add("platform-unknown", name, file,
@@ -142,11 +157,10 @@ class _Linter:
                 continue
             if child.name.startswith("0"):
                 self.add("version-leading-zero", name, f"{name}/{child.name}",
-                         f"version folder {child.name!r} starts with 0: Triton reads it as {int(child.name)}, "
-                         f"which is not what it looks like; rename it to {int(child.name) or 1}")
-                if int(child.name) == 0:
-                    continue
-            dirs.setdefault(int(child.name), child)
+                         f"version folder {child.name!r} starts with 0, so Triton ignores it; rename it to "
+                         f"{int(child.name) or 1} if it is meant to be served")
+                continue
+            dirs[int(child.name)] = child
         info.versions = sorted(dirs)
         if not dirs:
             self.add("version-none", name, f"{name}/",
@@ -157,11 +171,15 @@ class _Linter:
         choice = policy.WhichOneof("policy_choice")
         if choice == "specific":
             missing = [v for v in policy.specific.versions if v not in dirs]
-            if missing:
-                self.add("version-policy-missing", name, info.config_file,
-                         f"version_policy names versions {missing} that have no folder (present: {info.versions}); "
-                         "add the folders or fix the policy")
             info.served = sorted(v for v in set(policy.specific.versions) if v in dirs)
+            if missing and not info.served:
+                self.add("version-policy-none", name, info.config_file,
+                         f"version_policy names versions {missing} and none of them has a folder (present: "
+                         f"{info.versions}), so Triton has nothing to load; fix the policy or add the folders")
+            elif missing:
+                self.add("version-policy-missing", name, info.config_file,
+                         f"version_policy names versions {missing} that have no folder; Triton loads only "
+                         f"{info.served}: add the folders or fix the policy")
         elif choice == "all":
             info.served = list(info.versions)
         else:
@@ -196,7 +214,9 @@ class _Linter:
             for t in tensors:
                 what = f"{kind} {t.name!r}"
                 if t.name in seen:
-                    self.add("tensor-duplicate", name, file, f"two {kind}s are named {t.name!r}; rename or remove one")
+                    self.add("tensor-duplicate", name, file,
+                             f"two {kind}s are named {t.name!r}; Triton does not refuse it but a request carries one "
+                             "tensor per name: rename or remove one")
                 seen.add(t.name)
                 if t.data_type == mc.TYPE_INVALID:
                     self.add("datatype-invalid", name, file, f"{what} has no data_type; set one, e.g. TYPE_FP32")
@@ -220,7 +240,9 @@ class _Linter:
                          f"use sizes up to {config.max_batch_size}")
         for group in config.instance_group:
             if group.count < 0:
-                self.add("instance-count-invalid", name, file, f"instance_group count {group.count} is negative; use 1 or more")
+                self.add("instance-count-invalid", name, file,
+                         f"instance_group count {group.count} is negative; Triton does not refuse it, but the count "
+                         "means nothing: use 1 or more")
         if config.HasField("ensemble_scheduling") and info.kind not in (None, "ensemble"):
             self.add("scheduling-not-ensemble", name, file,
                      f"ensemble_scheduling is set but the platform is not 'ensemble' ({info.kind}); "
@@ -326,6 +348,14 @@ class _Linter:
                          f"{depths[name]} nested call level(s); give it at least {depths[name] + 1} instances "
                          "(instance_group count) or use await ...async_exec() in async def execute")
         return load_order(graph)
+
+
+def _inferred_backend(folder: Path) -> str | None:
+    """The backend Triton would infer from a model file in a version folder, if any."""
+    for backend in ("onnxruntime", "tensorrt", "python", "pytorch"):
+        if any(folder.glob(f"*/{_DEFAULT_FILES[backend]}")):
+            return backend
+    return None
 
 
 def _same_count(dims: list[int], reshape: list[int]) -> bool:

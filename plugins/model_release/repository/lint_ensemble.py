@@ -132,5 +132,5 @@ def check_ensemble(ens: "ModelInfo", models: dict[str, "ModelInfo"], add: Add) -
     for tensor, ends in sorted(producers.items()):
         if tensor not in consumers and ends[0].who != "ensemble input":
             add("ensemble-tensor-unused", name, file,
-                f"ensemble tensor {tensor!r} ({ends[0].who}) is computed but never read; drop it from the "
-                "output_map or make it an ensemble output")
+                f"ensemble tensor {tensor!r} ({ends[0].who}) is computed but never read, which Triton refuses; "
+                "drop it from the output_map or make it an ensemble output")
