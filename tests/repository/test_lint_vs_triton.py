@@ -9,7 +9,7 @@ import pytest
 from model_release.repository.lint import lint_repository
 
 from .lint_repos import write_valid_repository
-from .test_lint_rules import CASES
+from .test_lint_rules import CASES, edit
 from .triton_support import LocalTriton
 
 pytestmark = pytest.mark.integration
@@ -75,3 +75,23 @@ def test_what_lint_calls_an_error_triton_refuses(rule, fresh_triton, onnx_models
     with pytest.raises(InferenceServerException):
         fresh_triton.client.load_model(model)
     assert not fresh_triton.client.is_model_ready(model)
+
+
+ACCEPTED_BY_TRITON = {
+    "platform-conflict": ("add_sub", lambda r: edit(r, "add_sub", lambda c: setattr(c, "platform", "onnxruntime_onnx"))),
+    **{rule: CASES[rule] for rule in
+       ("config-autocomplete", "version-policy-missing", "version-leading-zero", "version-stray", "tensor-duplicate")},
+}
+
+
+@pytest.mark.parametrize("rule", sorted(ACCEPTED_BY_TRITON))
+def test_what_lint_only_warns_about_triton_loads(rule, fresh_triton, onnx_models, tmp_path):
+    repo = write_valid_repository(tmp_path / "models", onnx_models["lr"])
+    model, mutate = ACCEPTED_BY_TRITON[rule]
+    mutate(repo)
+    report = lint_repository(repo)
+    assert [f.severity for f in report.findings if f.rule == rule and f.model == model] == ["warning"]
+    assert not [f for f in report.errors if f.model == model]
+    fresh_triton.install(repo)
+    fresh_triton.client.load_model(model)
+    assert fresh_triton.client.is_model_ready(model)

@@ -41,6 +41,14 @@ def shim_repository(source: Path, target: Path) -> None:
                 shutil.copyfile(SHIM, version / "model.py")
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: the kernel sends SIGTERM to the server if this process dies first."""
+    import ctypes
+
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -80,7 +88,9 @@ class LocalTriton:
             "--exit-timeout-secs=10",
         ]
         self._log = open(self.log_path, "wb")
-        self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, env=env)
+        self.process = subprocess.Popen(
+            command, stdout=self._log, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent
+        )
         self.url = f"127.0.0.1:{self.http_port}"
         try:
             self._wait_ready(ready_timeout)

@@ -17,7 +17,7 @@ RULES: dict[str, tuple[str, str]] = {
     "platform-missing": (ERROR, "neither platform nor backend, nor a model file to infer one from"),
     "platform-inferred": (WARNING, "no platform or backend: Triton infers the backend from the file name"),
     "platform-unknown": (ERROR, "a platform Triton does not know"),
-    "platform-conflict": (ERROR, "platform and backend disagree"),
+    "platform-conflict": (WARNING, "platform and backend disagree: Triton goes by the backend"),
     "backend-unknown": (WARNING, "a backend this linter does not know"),
     "scheduling-not-ensemble": (ERROR, "ensemble_scheduling on a model that is not an ensemble"),
     "model-file-missing": (ERROR, "a served version folder lacks the file its platform loads"),

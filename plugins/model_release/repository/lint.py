@@ -135,8 +135,7 @@ class _Linter:
         if platform and backend and _PLATFORMS[platform] != backend:
             self.add("platform-conflict", name, file,
                      f"platform {platform!r} runs on backend {_PLATFORMS[platform]!r} but backend is {backend!r}; "
-                     "keep one of the two")
-            return
+                     f"Triton loads it with {backend!r} and ignores the platform: keep one of the two")
         info.kind = "ensemble" if platform == "ensemble" else (backend or _PLATFORMS[platform])
         if info.kind not in _KNOWN_BACKENDS and info.kind != "ensemble":
             self.add("backend-unknown", name, file,
