@@ -180,6 +180,14 @@ def _concat(groups: list[tuple[str, ...] | None]) -> tuple[str, ...] | None:
     return tuple(name for group in groups for name in group)  # type: ignore[union-attr]
 
 
+def _argument(call: ast.Call, keyword: str, position: int) -> ast.expr | None:
+    """An argument of ``InferenceRequest(model_name, inputs, requested_output_names, ...)``."""
+    value = next((k.value for k in call.keywords if k.arg == keyword), None)
+    if value is None and position < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args):
+        value = call.args[position]
+    return value
+
+
 def _is_inference_request(call: ast.Call) -> bool:
     func = call.func
     return (isinstance(func, ast.Attribute) and func.attr == "InferenceRequest") or (
@@ -248,8 +256,8 @@ def analyze(source: str) -> PythonAnalysis:
     resolver = _Resolver(tree, nodes, parents) if requests else None
     for node in requests:
         assert resolver is not None
-        model_arg = next((k.value for k in node.keywords if k.arg == "model_name"), None)
-        outputs_arg = next((k.value for k in node.keywords if k.arg == "requested_output_names"), None)
+        model_arg = _argument(node, "model_name", 0)
+        outputs_arg = _argument(node, "requested_output_names", 2)
         outputs = resolver.names(outputs_arg) if outputs_arg is not None else None
         result.bls_calls.append(
             BlsCall(node.lineno, resolver.names(model_arg), outputs, ast.unparse(model_arg) if model_arg is not None else "?")
