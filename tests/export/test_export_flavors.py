@@ -230,7 +230,8 @@ def test_second_release_of_an_unchanged_model_reuses_the_cached_onnx(registry, b
     assert second.onnx_sha256 == first.onnx_sha256
     assert second.converter["cache_key"] == first.converter["cache_key"]
     assert (ws_root / ".cache" / "export" / first.converter["cache_key"] / "model.onnx").is_file()
-    assert second.parity["probabilities"]["total_rows"] == 100  # parity still ran on the golden set
+    assert second.parity == first.parity and second.parity["probabilities"]["total_rows"] == 100
+    assert second.converter["parity"].startswith("reused from cache ")  # see test_parity_cache.py
     check_files(ws2, second)
 
     _, _, _, other_opset = release(registry, ws_root, name, "third", export={"opset": 15})

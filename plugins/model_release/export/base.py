@@ -9,6 +9,7 @@ example a wrapper that alters the graph) through ``export(..., converters=...)``
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, Protocol
@@ -77,7 +78,9 @@ def converter_for(flavor: str, overrides: Mapping[str, Converter] | None = None)
         ) from exc
 
 
+@functools.lru_cache(maxsize=None)
 def package_version(name: str) -> str:
+    """The installed distribution's version, or ``absent`` (looked up once per process)."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:

@@ -3,7 +3,10 @@
 Steps: load the native model; convert it with its flavor's converter (or reuse the conversion
 cache); run the ONNX checker and strict shape inference; optionally simplify with onnxslim; then
 stream the golden set through the native model and onnxruntime, comparing every output with its
-tolerance. Everything lands in ``<workspace>/export/``: ``model.onnx``, ``golden.npz`` (the
+tolerance (or reuse a stored passing result of exactly this check: same ONNX file, model, golden
+set, tolerances, runtime versions and gate code, see :mod:`~model_release.export.paritycache`;
+``converter["parity"]`` and ``parity.json`` say which happened). A fully cached export loads
+neither the native model nor onnxruntime. Everything lands in ``<workspace>/export/``: ``model.onnx``, ``golden.npz`` (the
 inputs, keyed by the Triton input names), ``reference.npz`` (the native outputs, keyed by the
 Triton output names), ``parity.json``, ``failing_rows.npz`` when parity fails, ``reproduce.sh``,
 ``spec.json`` and ``export.json`` (written last).
@@ -29,7 +32,7 @@ from ..parity import ParityAccumulator, ParityReport
 from ..spec import ReleaseSpec
 from ..types import ExportResult, IntakeResult, TensorSpec
 from ..workspace import Workspace, atomic_write_bytes, atomic_write_json, sha256_file
-from . import cache
+from . import cache, paritycache
 from .base import Converter, converter_for, package_version
 from .checks import check_onnx, opset_imports, opset_of, simplify, tensor_specs
 from .native import NativeModel, cast_input, load_native
@@ -75,7 +78,7 @@ def _export(spec: ReleaseSpec, intake: IntakeResult, ws: Workspace, converters: 
     started = time.perf_counter()
     out = ws.stage_dir("export", fresh=True)
     atomic_write_json(out / "spec.json", spec.model_dump(mode="json"))
-    native = load_native(intake)
+    native = _LazyNative(intake)  # loaded only when something runs it (a conversion, a parity check)
     converter = converter_for(intake.flavor, converters)
     require_batch = spec.repository.max_batch_size > 0
     versions = {**converter.versions(), "onnxruntime": package_version("onnxruntime")}
@@ -85,11 +88,10 @@ def _export(spec: ReleaseSpec, intake: IntakeResult, ws: Workspace, converters: 
                "inputs": [s.to_dict() for s in intake.inputs], "converter": type(converter).__qualname__}
     key = cache.cache_key(intake.content_digest, intake.flavor, versions, options)
     onnx_path = out / "model.onnx"
-    hit = cache.lookup(ws.root, key) if spec.export.cache else None
+    hit = _restore_conversion(ws.root, key, onnx_path) if spec.export.cache else None
     notes: dict[str, str] = {}
     if hit is not None:
-        shutil.copyfile(hit[0], onnx_path)
-        meta = hit[1]
+        meta, onnx_sha = hit
         inputs = [TensorSpec.from_dict(d) for d in meta["inputs"]]
         outputs = [TensorSpec.from_dict(d) for d in meta["outputs"]]
         opset, notes = int(meta["opset"]), dict(meta.get("notes", {}))
@@ -97,56 +99,115 @@ def _export(spec: ReleaseSpec, intake: IntakeResult, ws: Workspace, converters: 
         log.info("export: reusing cached ONNX %s", key)
     else:
         sample = next(iter(iter_golden(spec, intake)))
-        model = converter.convert(native, intake, spec.export.opset, sample)
+        model = converter.convert(native.get(), intake, spec.export.opset, sample)
         _save(model, onnx_path)
         model = check_onnx(onnx_path)
         inputs, outputs = tensor_specs(model, require_batch=require_batch)
         opset = opset_of(model)
         notes["opset_imports"] = opset_imports(model)
-        _check_names(inputs, outputs, intake, native, sample)
+        _check_names(inputs, outputs, intake, native.get(), sample)
         candidates = {"onnx": onnx_path}
         if spec.export.simplify:
             slim_path = out / "model.slim.onnx"
             _save(simplify(model), slim_path)
             check_onnx(slim_path, what="the simplified ONNX model")
             candidates["simplified"] = slim_path
+        onnx_sha = sha256_file(onnx_path)
 
     reference_name = f"the {intake.flavor} model"
     labels = {o.name: spec.export.min_label_agreement for o in outputs if o.datatype in _LABEL_TYPES}
-    run = _run_parity(spec, intake, native, candidates, inputs, outputs, labels, out)
-    report = run.reports["onnx"]
-    if "simplified" in run.reports:
-        slim = run.reports["simplified"]
-        if slim.passed:
-            candidates["simplified"].replace(onnx_path)
-            notes["simplify"] = "onnxslim applied; parity re-checked"
-        else:
-            candidates["simplified"].unlink()
-            notes["simplify"] = f"onnxslim result rejected, kept the unsimplified graph: {slim.summary(reference_name)}"
+    # (key, parts) of the parity check of the file that ships; None without the cache
+    check: tuple[str, dict[str, Any]] | None = None
+    reused = None
+    if spec.export.cache and len(candidates) == 1:  # one file to check: a stored result of it may stand
+        check = paritycache.parity_key(spec, intake, onnx_sha, outputs, labels, versions)
+        reused = _reuse_parity(ws.root, check, outputs, out) if check else None
+    if reused is not None and check is not None:
+        report, rows, origin = reused
+        parity_note = f"reused from cache {check[0]} (checked in release {origin})"
+        log.info("export: parity %s", parity_note)
+    else:
+        run = _run_parity(spec, intake, native.get(), candidates, inputs, outputs, labels, out)
+        report, rows = run.reports["onnx"], run.rows
+        if "simplified" in run.reports:
+            slim = run.reports["simplified"]
+            if slim.passed:
+                candidates["simplified"].replace(onnx_path)
+                report = slim  # the file that ships is the simplified one: its figures are the release's
+                notes["simplify"] = "onnxslim applied; parity re-checked"
+            else:
+                candidates["simplified"].unlink()
+                notes["simplify"] = f"onnxslim result rejected, kept the unsimplified graph: {slim.summary(reference_name)}"
+            onnx_sha = sha256_file(onnx_path)
+            if spec.export.cache:
+                check = paritycache.parity_key(spec, intake, onnx_sha, outputs, labels, versions)
+        parity_note = f"checked on {rows} golden rows"
     atomic_write_json(out / "parity.json", {
-        "passed": report.passed, "reference": reference_name, "rows": run.rows,
+        "passed": report.passed, "reference": reference_name, "rows": rows,
         "golden": golden_origin(spec), "outputs": report.to_dict(), "notes": notes,
+        "reused": parity_note if reused is not None else None,
     })
     if not report.passed:
         raise ParityError(_parity_message(spec, report, reference_name, ws), stage="export")
 
-    onnx_sha = sha256_file(onnx_path)
     if hit is None and spec.export.cache:
-        cache.store(ws.root, key, onnx_path, {
-            "onnx_sha256": onnx_sha, "opset": opset, "notes": notes, "versions": versions,
+        cache.store(ws.root, cache.CONVERSION, key, {"model.onnx": onnx_path}, {
+            "opset": opset, "notes": notes, "versions": versions,
             "inputs": [s.to_dict() for s in inputs], "outputs": [s.to_dict() for s in outputs],
         })
+    if reused is None and check is not None:
+        cache.store(ws.root, cache.PARITY, check[0], {"golden.npz": out / "golden.npz", "reference.npz": out / "reference.npz"},
+                    {"report": report.to_dict(), "rows": rows, "parts": check[1], "computed_in": ws.release_id})
     reproduce = _write_reproduce(out, ws)
     result = ExportResult(
         onnx_path=str(onnx_path), onnx_sha256=onnx_sha, opset=opset, inputs=inputs, outputs=outputs,
-        parity=report.to_dict(), golden_path=str(out / "golden.npz"), golden_rows=run.rows,
+        parity=report.to_dict(), golden_path=str(out / "golden.npz"), golden_rows=rows,
         reference_path=str(out / "reference.npz"),
-        converter={**versions, "flavor": intake.flavor, "cache_key": key, **{f"note.{k}": v for k, v in notes.items()}},
+        converter={**versions, "flavor": intake.flavor, "cache_key": key, "parity": parity_note,
+                   **({"parity_key": check[0]} if check else {}),
+                   **{f"note.{k}": v for k, v in notes.items()}},
         cached=hit is not None, reproduce=reproduce,
     )
     ws.save_result("export", result)
     log.info("export: %s in %.2fs (cached=%s)", report.summary(reference_name), time.perf_counter() - started, result.cached)
     return result
+
+
+class _LazyNative:
+    """The native model, loaded on first use (a fully cached export never needs it)."""
+
+    def __init__(self, intake: IntakeResult) -> None:
+        self.intake = intake
+        self._model: NativeModel | None = None
+
+    def get(self) -> NativeModel:
+        if self._model is None:
+            self._model = load_native(self.intake)
+        return self._model
+
+
+def _restore_conversion(root: Path, key: str, onnx_path: Path) -> tuple[dict[str, Any], str] | None:
+    """The cached conversion's metadata and the ONNX file's sha256, its file copied to ``onnx_path``; None on a miss."""
+    meta = cache.read_meta(root, cache.CONVERSION, key)
+    if meta is None:
+        return None
+    sha = cache.restore(root, cache.CONVERSION, key, meta, "model.onnx", onnx_path)
+    return (meta, sha) if sha else None
+
+
+def _reuse_parity(root: Path, check: tuple[str, dict[str, Any]], outputs: list[TensorSpec],
+                  out: Path) -> tuple[ParityReport, int, str] | None:
+    """A stored passing parity result for exactly this check, its files restored into ``out``; None to check again."""
+    key, parts = check
+    meta = cache.read_meta(root, cache.PARITY, key)
+    report = paritycache.stored_report(meta, parts, outputs) if meta else None
+    if meta is None or report is None:
+        return None
+    for name in ("golden.npz", "reference.npz"):
+        if not cache.restore(root, cache.PARITY, key, meta, name, out / name):
+            log.warning("export: the cached parity entry %s has a missing or damaged %s; checking parity again", key, name)
+            return None
+    return report, int(meta["rows"]), str(meta.get("computed_in", "?"))
 
 
 def _save(model: Any, path: Path) -> None:
