@@ -43,6 +43,10 @@ def test_version_override_replaces_alias() -> None:
     [
         ({"name": "9lives"}, ["name", "'9lives'", "letter"]),
         ({"name": "../etc"}, ["name", "'../etc'"]),
+        ({"name": "iris\n"}, ["name", "'iris\\n'"]),
+        ({"model": {"name": "m", "alias": "prod\n"}}, ["model.alias", "prod"]),
+        ({"promote": {"channel": "production\n"}}, ["promote.channel"]),
+        ({"promote": {"store": "s3://bucket/x\ny"}}, ["promote.store"]),
         ({"model": {"name": "m"}}, ["model", "alias", "version"]),
         ({"model": {"name": "m", "alias": "a", "version": 2}}, ["exactly one"]),
         ({"model": {"name": "m", "version": 0}}, ["model.version", "0"]),

@@ -22,7 +22,7 @@ def test_release_ids_sort_by_time_and_are_unique() -> None:
     assert len({new_release_id("iris") for _ in range(50)}) > 1
 
 
-@pytest.mark.parametrize("bad", ["../x", "a/b", "", ".hidden", "x" * 200])
+@pytest.mark.parametrize("bad", ["../x", "a/b", "", ".hidden", "x" * 200, "r1\n"])
 def test_release_ids_cannot_escape_the_root(tmp_path, bad) -> None:
     with pytest.raises(SpecError, match="release id"):
         Workspace(bad, tmp_path)

@@ -83,7 +83,7 @@ class ModelRef(_Strict):
     def _one_of(self) -> "ModelRef":
         if (self.alias is None) == (self.version is None):
             raise ValueError("give exactly one of model.alias (e.g. candidate) or model.version (e.g. 3)")
-        if self.alias is not None and not _ALIAS_RE.match(self.alias):
+        if self.alias is not None and not _ALIAS_RE.fullmatch(self.alias):
             raise ValueError(f"model.alias {self.alias!r} is not a valid MLflow alias (letters, digits, _ and -)")
         return self
 
@@ -159,7 +159,7 @@ class PromoteSpec(_Strict):
     @field_validator("store")
     @classmethod
     def _store_uri(cls, v: str) -> str:
-        if not re.match(r"^(s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?|file:///.+)$", v):
+        if not re.fullmatch(r"(s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/[^\n]*)?|file:///[^\n]+)", v):
             raise ValueError(
                 f"promote.store {v!r} is not a store URI; valid: s3://BUCKET[/PREFIX] or file:///ABSOLUTE/PATH"
             )
@@ -168,7 +168,7 @@ class PromoteSpec(_Strict):
     @field_validator("channel")
     @classmethod
     def _channel(cls, v: str) -> str:
-        if not _NAME_RE.match(v):
+        if not _NAME_RE.fullmatch(v):
             raise ValueError(f"promote.channel {v!r} must be letters, digits, _ and -, starting with a letter")
         return v
 
@@ -192,7 +192,7 @@ class ReleaseSpec(_Strict):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not _NAME_RE.match(v):
+        if not _NAME_RE.fullmatch(v):
             raise ValueError(
                 f"name {v!r} must start with a letter and hold only letters, digits, _ and - (at most 64): "
                 "it becomes a Triton model name and a folder name"

@@ -48,7 +48,7 @@ def new_release_id(name: str, *, now: datetime | None = None) -> str:
 
 
 def check_release_id(release_id: str) -> str:
-    if not _RELEASE_ID_RE.match(release_id) or ".." in release_id:
+    if not _RELEASE_ID_RE.fullmatch(release_id) or ".." in release_id:
         raise SpecError(
             f"release id {release_id!r} is not valid: use letters, digits, '.', '_' and '-' (at most 128), "
             "for example iris-20260101T000000Z-ab12"
