@@ -103,15 +103,17 @@ def stored_report(meta: Mapping[str, Any], parts: Mapping[str, Any], outputs: li
     try:
         report = ParityReport(outputs={n: _output_from_dict(d) for n, d in dict(meta["report"]).items()})
         rows = int(meta["rows"])
-    except (KeyError, TypeError, ValueError):
-        return None
-    if cache.digest(meta.get("parts")) != cache.digest(parts) or sorted(report.outputs) != sorted(o.name for o in outputs) or not report.passed:
-        return None
-    for name, o in report.outputs.items():
-        want = dict(parts.get("tolerances", {})).get(name)
-        got = {"min_agreement": o.min_agreement} if o.kind == "label" else {"atol": o.atol, "rtol": o.rtol}
-        if got != want or o.total_rows != rows:
+        if cache.digest(meta.get("parts")) != cache.digest(parts) or sorted(report.outputs) != sorted(o.name for o in outputs):
             return None
+        if not report.passed:
+            return None
+        for name, o in report.outputs.items():
+            want = dict(parts.get("tolerances", {})).get(name)
+            got = {"min_agreement": o.min_agreement} if o.kind == "label" else {"atol": o.atol, "rtol": o.rtol}
+            if got != want or o.total_rows != rows:
+                return None
+    except (AttributeError, KeyError, TypeError, ValueError):  # a malformed report is not a result
+        return None
     return report
 
 
