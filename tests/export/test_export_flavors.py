@@ -218,6 +218,13 @@ def test_onnx_flavor_as_logged_with_simplification(registry, breast_cancer, ws_r
     golden, reference = check_files(ws, result)
     np.testing.assert_array_equal(reference["label"], model.predict(golden[result.inputs[0].name].astype(np.float64)))
     assert "onnxslim" in result.converter["note.simplify"]
+    # the figures are those of the file that ships (the simplified one), so a re-release reuses them
+    slim = run_onnx(result, golden)
+    assert result.parity["probabilities"]["max_abs"] == pytest.approx(np.abs(slim["probabilities"] - reference["probabilities"]).max())
+    _, _, ws2, again = release(registry, ws_root, "bc-onnx", "r2", export={"simplify": True})
+    assert again.cached and again.converter["parity"].startswith("reused from cache ")
+    assert again.onnx_sha256 == result.onnx_sha256 and again.parity == result.parity
+    check_files(ws2, again)
 
 
 def test_second_release_of_an_unchanged_model_reuses_the_cached_onnx(registry, breast_cancer, ws_root):
