@@ -24,10 +24,7 @@ def triton(tmp_path_factory: pytest.TempPathFactory):
     """One local tritonserver per test module; models are loaded explicitly by the tests."""
     import tritonclient.http as httpclient
 
-    try:
-        server = LocalTriton(tmp_path_factory.mktemp("triton"))
-    except FileNotFoundError as exc:
-        pytest.skip(str(exc))
+    server = LocalTriton(tmp_path_factory.mktemp("triton"))
     client = httpclient.InferenceServerClient(server.url, network_timeout=120.0)
     server.client = client
     try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from model_release.errors import CanaryRejected
 from model_release.repository.lint import lint_repository
 
 from .lint_repos import write_valid_repository
@@ -26,10 +27,7 @@ def fresh_triton(tmp_path):
     """A server of its own: a failed load must not leave state behind for the next case."""
     import tritonclient.http as httpclient
 
-    try:
-        server = LocalTriton(tmp_path / "triton")
-    except FileNotFoundError as exc:
-        pytest.skip(str(exc))
+    server = LocalTriton(tmp_path / "triton")
     server.client = httpclient.InferenceServerClient(server.url, network_timeout=60.0)
     try:
         yield server
@@ -71,7 +69,13 @@ def test_what_lint_calls_an_error_triton_refuses(rule, fresh_triton, onnx_models
     mutate(repo)
     errors = [f for f in lint_repository(repo).errors if f.rule == rule and f.model == model]
     assert errors
-    fresh_triton.install(repo)
+    try:
+        fresh_triton.install(repo)
+    except CanaryRejected as exc:
+        # the canary's copy of the onnxruntime backend's load-time checks refused the ONNX leaf
+        # before the (python-backend-only) server could: refused all the same, and by name
+        assert f'model "{model}"' in str(exc)
+        return
     with pytest.raises(InferenceServerException):
         fresh_triton.client.load_model(model)
     assert not fresh_triton.client.is_model_ready(model)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..dtypes import triton_from_onnx, wire_type
 from ..errors import CanaryRejected, GpuUnavailable, ModelReleaseError
+from ..repository.config import write_config
 
 SHIM_SOURCE = Path(__file__).with_name("shim_model.py")
 SHIM_DESCRIPTION = "CPU, python-backend onnxruntime shim"
@@ -39,27 +40,21 @@ class CanaryRepository:
 
 
 def read_config(path: Path):  # -> model_config_pb2.ModelConfig
-    """Parse a config.pbtxt with Triton's ModelConfig protobuf.
+    """Parse a config.pbtxt with Triton's ModelConfig protobuf (via :mod:`model_release.repository.config`).
 
     Raises:
         CanaryRejected: the file is not valid ModelConfig text.
     """
-    from google.protobuf import text_format
-    from tritonclient.grpc import model_config_pb2
+    from ..repository.config import ConfigParseError
+    from ..repository.config import read_config as parse
 
     try:
-        return text_format.Parse(path.read_text(), model_config_pb2.ModelConfig())
-    except text_format.ParseError as exc:
+        return parse(path)
+    except ConfigParseError as exc:
         raise CanaryRejected(
             f"{path} is not a valid Triton model configuration ({exc}); fix the template that rendered it",
             stage="canary",
         ) from None
-
-
-def write_config(path: Path, config) -> None:  # noqa: ANN001 - a ModelConfig message
-    from google.protobuf import text_format
-
-    path.write_text(text_format.MessageToString(config))
 
 
 def _kind(config) -> str:  # noqa: ANN001
