@@ -132,3 +132,15 @@ def test_streaming_equals_one_shot(rows, cols, seed, cuts, nan_rows):
         if name == "l":  # label worst rows are the first failing ones, in order, either way
             assert s["worst_rows"] == w["worst_rows"]
         assert s == w
+
+
+def test_a_zero_required_agreement_is_honoured_not_read_as_one() -> None:
+    import numpy as np
+
+    from model_release.parity import compare
+    from model_release.spec import Tolerances
+
+    ref = {"label": np.array([0, 1, 1, 0])}
+    cand = {"label": np.array([1, 0, 0, 1])}
+    assert compare(ref, cand, Tolerances(), {"label": 0.0}).passed
+    assert not compare(ref, cand, Tolerances(), {"label": 0.5}).passed

@@ -53,7 +53,8 @@ class OutputParity:
         if self.shape_error:
             return False
         if self.kind == "label":
-            return (self.agreement if self.agreement is not None else 1.0) >= (self.min_agreement or 1.0)
+            required = 1.0 if self.min_agreement is None else self.min_agreement
+            return (1.0 if self.agreement is None else self.agreement) >= required
         return self.failing_elements == 0
 
     def describe(self, reference: str = "the reference") -> str:

@@ -6,6 +6,9 @@ against the manifest, the canary report and MLflow's aliases.
 
 from __future__ import annotations
 
+import json
+import sqlite3
+
 import mlflow
 import pytest
 
@@ -71,3 +74,18 @@ def test_two_releases_through_the_dag(stack) -> None:
 
     # credentials never reach the logs
     assert SECRET not in run.output and SECRET not in run2.output
+
+    # each promotion emitted an event on the channel's Asset, naming the release, for downstream DAGs
+    with sqlite3.connect(stack.airflow_home / "airflow.db") as db:
+        events = [json.loads(extra) for (extra,) in db.execute(
+            "SELECT e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id "
+            "WHERE a.name = 'model_release_channel_production' ORDER BY e.timestamp")]
+    assert [e["release_id"] for e in events] == [first, second]
+    assert events[-1]["prefix"].endswith(f"/releases/{second}/")
+
+
+def test_bad_input_fails_the_dag_at_once_without_retries(stack) -> None:
+    run = stack.run_dag({"spec": "releases/no-such-spec.yaml"})
+    assert run.returncode != 0 and run.state == "failed"
+    assert "no-such-spec.yaml' does not exist" in run.output
+    assert "up_for_retry" not in run.output.lower()
