@@ -23,6 +23,8 @@ def make_release(root: Path, *, name: str = "iris", version: str = "1", small: i
         f"models/{name}/1/model.py": f"# model {seed}\n".encode(),
         "reports/report.json": json.dumps({"passed": True, "seed": seed}).encode(),
         "reports/report.html": f"<html>{seed}</html>".encode(),
+        # what the assembler writes into an ensemble's version folder: empty, and a dotfile
+        f"models/{name}_ensemble/1/.keep": b"",
     }
     for i in range(small):
         files[f"models/{name}/1/data/part-{i:04d}.bin"] = (rng + os.urandom(small_size))[:small_size]

@@ -26,6 +26,15 @@ from ..workspace import sha256_file
 from .backend import ObjectInfo, PreconditionFailed
 
 
+_LOCKS = ".locks"  # the lock files' folder, at the store root only
+_TMP_SUFFIX = ".model-release-tmp"  # a write in progress: ".<name>.<random><suffix>"
+
+
+def _is_temporary(name: str) -> bool:
+    """Only this backend's own partial writes are hidden: a key may be a dotfile (``.keep``)."""
+    return name.startswith(".") and name.endswith(_TMP_SUFFIX)
+
+
 class FileBackend:
     """Objects under a local folder ``root`` (created when missing)."""
 
@@ -44,7 +53,7 @@ class FileBackend:
 
     @contextmanager
     def _locked(self, key: str) -> Iterator[None]:
-        locks = self.root / ".locks"
+        locks = self.root / _LOCKS
         locks.mkdir(exist_ok=True)
         with open(locks / (key.replace("/", "__") + ".lock"), "a+b") as f:
             fcntl.flock(f.fileno(), fcntl.LOCK_EX)
@@ -55,7 +64,7 @@ class FileBackend:
 
     def _write_atomic(self, path: Path, writer) -> None:  # type: ignore[no-untyped-def]
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=_TMP_SUFFIX)
         try:
             with os.fdopen(fd, "wb") as f:
                 writer(f)
@@ -118,9 +127,9 @@ class FileBackend:
         base = self._path(prefix.rstrip("/")) if prefix.strip("/") else self.root
         start = base if base.is_dir() else base.parent
         for dirpath, dirnames, filenames in os.walk(start):
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            dirnames[:] = sorted(d for d in dirnames if not (dirpath == str(self.root) and d == _LOCKS))
             for name in sorted(filenames):
-                if name.startswith("."):
+                if _is_temporary(name):
                     continue
                 p = Path(dirpath) / name
                 rel = p.relative_to(self.root).as_posix()
@@ -136,7 +145,7 @@ class FileBackend:
         base = self._path(prefix.rstrip("/"))
         if not base.is_dir():
             return []
-        return sorted(d.name for d in base.iterdir() if d.is_dir() and not d.name.startswith("."))
+        return sorted(d.name for d in base.iterdir() if d.is_dir() and not (base == self.root and d.name == _LOCKS))
 
     def delete(self, keys: list[str]) -> None:
         parents: set[Path] = set()
