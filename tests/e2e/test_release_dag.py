@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 
 import mlflow
 import pytest
@@ -82,6 +84,22 @@ def test_two_releases_through_the_dag(stack) -> None:
             "WHERE a.name = 'model_release_channel_production' ORDER BY e.timestamp")]
     assert [e["release_id"] for e in events] == [first, second]
     assert events[-1]["prefix"].endswith(f"/releases/{second}/")
+
+    # and the release engineer can take it back: the channel and the MLflow alias return to the first
+    from model_release.local.s3 import _MOTO_KEY_ID, _MOTO_SECRET
+
+    env = {**stack.env(), "AWS_ENDPOINT_URL": stack.endpoint_url, "AWS_ACCESS_KEY_ID": _MOTO_KEY_ID,
+           "AWS_SECRET_ACCESS_KEY": _MOTO_SECRET, "AWS_DEFAULT_REGION": "us-east-1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "model_release.cli", "rollback", "--store", "s3://model-store/iris",
+         "--channel", "production", "--mlflow-tracking-uri", stack.tracking_uri],
+        capture_output=True, text=True, timeout=120, env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["to_release"] == first
+    assert store.json("channels/production.json")["release_id"] == first
+    assert str(client.get_model_version_by_alias("iris-classifier", "production").version) == first_version
+    assert _MOTO_SECRET not in proc.stdout + proc.stderr
 
 
 def test_bad_input_fails_the_dag_at_once_without_retries(stack) -> None:
