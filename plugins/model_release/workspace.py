@@ -27,7 +27,8 @@ import shutil
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import Any, BinaryIO, TypeVar
 
 from .errors import SpecError
 
@@ -64,20 +65,29 @@ def sha256_file(path: str | Path, *, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write a file so readers see the old content or the new, never half of it."""
+def atomic_write(path: str | Path, writer: Callable[[BinaryIO], Any], *, suffix: str = ".tmp") -> None:
+    """Write a file so readers see the old content or the new, never half of it.
+
+    ``writer`` fills a temporary file beside ``path`` (named ``.<name>.<random><suffix>``), which
+    is synced and renamed over ``path``; on any error the temporary file is removed.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            writer(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """:func:`atomic_write` of ``data``."""
+    atomic_write(path, lambda f: f.write(data))
 
 
 def atomic_write_json(path: str | Path, data: Any) -> None:

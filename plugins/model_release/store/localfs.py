@@ -15,14 +15,13 @@ import fcntl
 import hashlib
 import os
 import shutil
-import tempfile
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
 
 from ..errors import StoreError
-from ..workspace import sha256_file
+from ..workspace import atomic_write, sha256_file
 from .backend import ObjectInfo, PreconditionFailed
 
 
@@ -63,17 +62,7 @@ class FileBackend:
                 fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
     def _write_atomic(self, path: Path, writer) -> None:  # type: ignore[no-untyped-def]
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=_TMP_SUFFIX)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                writer(f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write(path, writer, suffix=_TMP_SUFFIX)
 
     # -- StoreBackend --------------------------------------------------------------------------
     def head(self, key: str) -> ObjectInfo | None:
