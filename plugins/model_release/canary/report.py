@@ -113,6 +113,13 @@ def _pairs(mapping: Mapping[str, Any]) -> str:
     return f"<table>{rows}</table>"
 
 
+def _model_line(model: dict) -> str:
+    """``iris-classifier version 2 (alias candidate, run c10b...)`` for the report's header."""
+    extras = [f"{k} {model[k]}" for k in ("alias", "run_id") if model.get(k)]
+    text = f"{model.get('name', '?')} version {model.get('version', '?')}"
+    return f"{text} ({', '.join(extras)})" if extras else text
+
+
 def render_html(report: Mapping[str, Any]) -> str:
     """The report as one HTML page with inline CSS and no external assets."""
     passed = report.get("passed", False)
@@ -122,15 +129,14 @@ def render_html(report: Mapping[str, Any]) -> str:
         f"<title>canary {_e(report.get('release_id', ''))}: {'passed' if passed else 'rejected'}</title>",
         f"<style>{_CSS}</style></head><body>",
         f"<h1>Canary of {_e(report.get('release', ''))} {badge}</h1>",
-        f"<p class='muted'>release {_e(report.get('release_id', ''))} · model {_e(json.dumps(report.get('model', {})))} · "
+        f"<p class='muted'>release {_e(report.get('release_id', ''))} · model {_e(_model_line(report.get('model') or {}))} · "
         f"{_e(report.get('started_at', ''))} · {_fmt(report.get('duration_s'))} s</p>",
+        f"<p><b>Served by:</b> Triton {_e((report.get('server') or {}).get('version', '?'))}, "
+        f"{_e((report.get('server') or {}).get('mode', '?'))}: {_e((report.get('server') or {}).get('description', ''))}</p>",
     ]
     reasons = report.get("reasons") or []
     if reasons:
         parts.append("<h2>Why it was rejected</h2><ul>" + "".join(f"<li>{_e(r)}</li>" for r in reasons) + "</ul>")
-    server = report.get("server") or {}
-    parts.append("<h2>Server</h2>" + _pairs(server))
-    parts.append("<h2>Golden set</h2>" + _pairs(report.get("golden") or {}))
     parity = report.get("parity") or {}
     parity_rows = [{"output": name, **fig} for name, fig in parity.items()]
     parts.append(
@@ -140,6 +146,13 @@ def render_html(report: Mapping[str, Any]) -> str:
     )
     if report.get("not_compared"):
         parts.append(f"<p class='muted'>not compared (present on one side only): {_e(report['not_compared'])}</p>")
+    baseline = report.get("baseline")
+    if baseline:
+        rows = [{"output": n, **f} for n, f in baseline.get("outputs", {}).items()]
+        parts.append(
+            f"<h2>Against the production model ({_e(baseline.get('name') or 'baseline')}, report only)</h2>"
+            + _table(rows, ["output", "kind", "rows", "agreement", "differing_rows", "max_abs", "mean_abs", "error"])
+        )
     timing = dict(report.get("timing") or {})
     if report.get("slo"):
         timing.update({f"slo_{k}": v for k, v in report["slo"].items()})
@@ -151,13 +164,9 @@ def render_html(report: Mapping[str, Any]) -> str:
         + (_table(exp.get("results", []), ["expectation", "column", "kwargs", "success", "rows", "unexpected_count", "unexpected_examples"])
            if exp.get("results") else f"<p class='muted'>{_e(exp.get('skipped', 'not run'))}</p>")
     )
-    baseline = report.get("baseline")
-    if baseline:
-        rows = [{"output": n, **f} for n, f in baseline.get("outputs", {}).items()]
-        parts.append(
-            f"<h2>Against the production model ({_e(baseline.get('name') or 'baseline')}, report only)</h2>"
-            + _table(rows, ["output", "kind", "rows", "agreement", "differing_rows", "max_abs", "mean_abs", "error"])
-        )
+    server = report.get("server") or {}
+    parts.append("<h2>Server</h2>" + _pairs(server))
+    parts.append("<h2>Golden set</h2>" + _pairs(report.get("golden") or {}))
     parts.append("<h2>Models loaded</h2>" + _pairs(report.get("load") or {}))
     parts.append(
         "<details><summary>report.json</summary><pre>"
