@@ -53,3 +53,18 @@ def test_release_dag_shape() -> None:
     assert info["tasks"]["model_release"] == sorted(["start", "intake", "export", "tensorrt", "assemble", "canary", "promote"])
     assert info["queues"]["model_release"]["tensorrt"] == "gpu"
     assert info["queues"]["model_release"]["export"] != "gpu"
+
+
+def test_the_core_never_imports_airflow() -> None:
+    """The dependency direction of DESIGN.md: core stage modules <- model_release.airflow <- dags/."""
+    import ast
+
+    package = PROJECT / "plugins" / "model_release"
+    offenders = []
+    for path in sorted(package.rglob("*.py")):
+        if (package / "airflow") in path.parents:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
+            offenders += [f"{path.relative_to(PROJECT)}:{node.lineno} imports {n}" for n in names if n == "airflow" or n.startswith("airflow.")]
+    assert offenders == []
