@@ -13,7 +13,7 @@ import logging
 import os
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,6 @@ class Services:
     tracking_uri: str | None = None
     open_store: Callable[[str], Any] | None = None
     triton_endpoint: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def store(self, uri: str) -> Any:
         if self.open_store is not None:
