@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from .dtypes import triton_from_mlflow, triton_from_numpy
 from .errors import IntakeError, ModelReleaseError, ServiceUnavailable
 from .types import IntakeResult, TensorSpec
-from .workspace import Workspace
+from .workspace import Workspace, sha256_file
 
 if TYPE_CHECKING:
     from .export.native import NativeModel
@@ -70,11 +70,7 @@ def content_digest(folder: Path) -> str:
     """sha256 over every file's relative path and content under ``folder`` (order-independent)."""
     h = hashlib.sha256()
     for path in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
-        fh = hashlib.sha256()
-        with open(path, "rb") as f:
-            while block := f.read(1 << 20):
-                fh.update(block)
-        h.update(f"{path.relative_to(folder).as_posix()}\0{fh.hexdigest()}\n".encode())
+        h.update(f"{path.relative_to(folder).as_posix()}\0{sha256_file(path)}\n".encode())
     return h.hexdigest()
 
 

@@ -10,7 +10,6 @@ embedded stack on one machine and the distributed one.
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ from typing import Any
 from .errors import ModelReleaseError
 from .spec import ReleaseSpec
 from .types import AssembleResult, CanaryResult, ExportResult, IntakeResult, PromoteResult, TensorRTResult
-from .workspace import Workspace, atomic_write_json
+from .workspace import Workspace, atomic_write_json, link_or_copy
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +145,7 @@ def stage_release_dir(ws: Workspace, assembled: AssembleResult, canary: CanaryRe
     from .repository.manifest import finalize_manifest
 
     release_dir = ws.stage_dir("promote", fresh=True) / "release"
-    shutil.copytree(assembled.repository_dir, release_dir / "models", copy_function=_link_or_copy)
+    shutil.copytree(assembled.repository_dir, release_dir / "models", copy_function=link_or_copy)
     reports = release_dir / "reports"
     reports.mkdir(parents=True)
     for path in (canary.report_json, canary.report_html, str(Path(export.onnx_path).parent / "parity.json")):
@@ -160,12 +159,6 @@ def stage_release_dir(ws: Workspace, assembled: AssembleResult, canary: CanaryRe
     )
     return release_dir
 
-
-def _link_or_copy(src: str, dst: str) -> None:
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
 
 
 def run_promote(

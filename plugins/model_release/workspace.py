@@ -65,6 +65,18 @@ def sha256_file(path: str | Path, *, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
+def link_or_copy(src: str | Path, dst: str | Path) -> None:
+    """Hard-link ``src`` to ``dst`` (same bytes, no copy), copying where links are not possible.
+
+    Usable as ``shutil.copytree(..., copy_function=link_or_copy)``.
+    """
+    Path(dst).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
 def atomic_write(path: str | Path, writer: Callable[[BinaryIO], Any], *, suffix: str = ".tmp") -> None:
     """Write a file so readers see the old content or the new, never half of it.
 

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ServiceUnavailable
+from ..workspace import link_or_copy
 from .ports import free_port as _free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -88,14 +89,6 @@ def _live_members(pgid: int) -> list[int]:
         if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
             members.append(int(stat.parent.name))
     return members
-
-
-def _link_or_copy(src: Path, dst: Path) -> None:
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
 
 
 class LocalTriton:
@@ -234,10 +227,10 @@ class LocalTriton:
         for sub in ("bin", "backends", "caches"):
             for f in (src / sub).rglob("*"):
                 if f.is_file() and not (dst / f.relative_to(src)).exists():
-                    _link_or_copy(f, dst / f.relative_to(src))
+                    link_or_copy(f, dst / f.relative_to(src))
         target = dst / "backends" / "python" / "triton_python_backend_stub"
         if not target.exists():
-            _link_or_copy(stub, target)
+            link_or_copy(stub, target)
         return dst
 
     def _environment(self) -> dict[str, str]:

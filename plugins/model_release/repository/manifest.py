@@ -14,7 +14,6 @@ Format version 1::
 
 from __future__ import annotations
 
-import hashlib
 import json
 from datetime import datetime, timezone
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import Any
 
 from ..spec import ReleaseSpec
 from ..types import ExportResult, IntakeResult, TensorRTResult
-from ..workspace import atomic_write_json
+from ..workspace import atomic_write_json, sha256_file
 
 FORMAT_VERSION = 1
 MANIFEST_NAME = "release.json"
@@ -41,13 +40,7 @@ def hash_tree(root: str | Path, *, exclude: frozenset[str] = frozenset()) -> dic
         rel = path.relative_to(root).as_posix()
         if rel in exclude:
             continue
-        h = hashlib.sha256()
-        size = 0
-        with open(path, "rb") as f:
-            while block := f.read(1 << 20):
-                h.update(block)
-                size += len(block)
-        files[rel] = {"sha256": h.hexdigest(), "size": size}
+        files[rel] = {"sha256": sha256_file(path), "size": path.stat().st_size}
     return dict(sorted(files.items()))
 
 
