@@ -16,6 +16,8 @@ from datetime import timedelta
 
 from airflow.sdk import DAG, Asset, Param, get_current_context, task
 
+from model_release.names import ALIAS, RELEASE_ID, anchored
+
 PRODUCTION = Asset(name="model_release_channel_production", uri="model-release://channels/production")
 
 with DAG(
@@ -28,9 +30,9 @@ with DAG(
     default_args={"retries": 1, "retry_delay": timedelta(seconds=30)},
     params={
         "spec": Param("releases/iris.yaml", type="string", minLength=1, description="release spec (YAML), relative to the project"),
-        "alias": Param(None, type=["null", "string"], pattern=r"^[A-Za-z_][A-Za-z0-9_\-]*$", description="override model.alias"),
+        "alias": Param(None, type=["null", "string"], pattern=anchored(ALIAS), description="override model.alias"),
         "version": Param(None, type=["null", "integer"], minimum=1, description="override with a model version"),
-        "release_id": Param(None, type=["null", "string"], pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$"),
+        "release_id": Param(None, type=["null", "string"], pattern=anchored(RELEASE_ID)),
         "promote": Param(True, type="boolean", description="false: stop after the canary"),
         "workspace": Param(None, type=["null", "string"], description="release workspace root every worker reaches"),
     },

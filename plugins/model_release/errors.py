@@ -28,6 +28,8 @@ message ever carries a credential.
 
 from __future__ import annotations
 
+import copy
+
 
 class ModelReleaseError(Exception):
     """Base of every error model-release raises on purpose."""
@@ -44,6 +46,21 @@ class ModelReleaseError(Exception):
     def __str__(self) -> str:  # "stage: message" reads well on one line in logs
         message = super().__str__()
         return f"{self.stage}: {message}" if self.stage and not message.startswith(self.stage + ":") else message
+
+    @property
+    def message(self) -> str:
+        """The message without the stage prefix."""
+        return super().__str__()
+
+    def restated(self, message: str) -> "ModelReleaseError":
+        """The same error (class, stage and every other attribute) with a new message.
+
+        For adding context at a boundary without losing what the error carries
+        (``ConflictError.winner``, ``.stage``): ``raise exc.restated(f"... {exc.message}") from None``.
+        """
+        clone = copy.copy(self)
+        clone.args = (message,)
+        return clone
 
 
 class UserError(ModelReleaseError):

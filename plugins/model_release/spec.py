@@ -18,6 +18,10 @@ typo fails in a second with the field, the bad value and what is valid::
       shape: classifier              # classifier | cascade | fanout | single
       max_batch_size: 64
       labels: [setosa, versicolor, virginica]
+      # shape: cascade needs a cascade block, shape: fanout a fanout block; a member is
+      # "release" (this release's model) or a path to another .onnx file, relative to the spec:
+      # cascade: {small: release, large: models/large.onnx, threshold: 0.9, output: probabilities}
+      # fanout: {members: {lr: release, tree: models/tree.onnx}, output: probabilities, combine: mean}
     canary:
       tolerances: {default: {atol: 1.0e-5, rtol: 1.0e-4}}
       min_label_agreement: 1.0
@@ -29,6 +33,7 @@ typo fails in a second with the field, the bad value and what is valid::
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -36,11 +41,13 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from . import names
 from .errors import SpecError
 
-# Triton model names become folder names and ensemble step names: keep them boring.
-_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]{0,63}$")
-_ALIAS_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,254}$")
+#: a cascade or fanout member that is this release's own exported model
+RELEASE = "release"
+_MEMBER_RE = re.compile(r"[a-z][a-z0-9_]{0,30}")
+_TENSOR_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 
 class _Strict(BaseModel):
@@ -83,7 +90,7 @@ class ModelRef(_Strict):
     def _one_of(self) -> "ModelRef":
         if (self.alias is None) == (self.version is None):
             raise ValueError("give exactly one of model.alias (e.g. candidate) or model.version (e.g. 3)")
-        if self.alias is not None and not _ALIAS_RE.fullmatch(self.alias):
+        if self.alias is not None and not names.is_alias(self.alias):
             raise ValueError(f"model.alias {self.alias!r} is not a valid MLflow alias (letters, digits, _ and -)")
         return self
 
@@ -128,6 +135,87 @@ class DynamicBatching(_Strict):
     preferred_batch_size: list[int] = []
 
 
+def _member_source(value: str) -> str:
+    if value == RELEASE:
+        return value
+    if not value.endswith(".onnx") or "\x00" in value:
+        raise ValueError(f"a member must be 'release' or a path to an .onnx file, not {value!r}")
+    return value
+
+
+def _tensor_name(value: str) -> str:
+    if not _TENSOR_RE.fullmatch(value):
+        raise ValueError(f"{value!r} is not a tensor name (letters, digits and _, not starting with a digit)")
+    return value
+
+
+class CascadeSpec(_Strict):
+    """``repository.cascade``: a small model first; the large one only for rows it is unsure of.
+
+    ``small`` and ``large`` are ``release`` or a path to an .onnx file (one must be ``release``);
+    a row is sure when its highest ``output`` value is at least ``threshold`` (in (0, 1]).
+    Models ``<name>_small`` and ``<name>_large`` are called by the BLS router ``<name>``.
+    """
+
+    small: str = RELEASE
+    large: str
+    threshold: float = Field(gt=0, le=1)
+    output: str = "probabilities"
+
+    _source = field_validator("small", "large")(_member_source)
+    _tensor = field_validator("output")(_tensor_name)
+
+    @field_validator("threshold")
+    @classmethod
+    def _finite(cls, v: float) -> float:
+        if not math.isfinite(v):
+            raise ValueError("must be a finite number in (0, 1]")
+        return v
+
+    @model_validator(mode="after")
+    def _one_release(self) -> "CascadeSpec":
+        if RELEASE not in (self.small, self.large):
+            raise ValueError("one of repository.cascade.small or .large must be 'release' (this release's model)")
+        return self
+
+    def members(self) -> dict[str, str]:
+        return {"small": self.small, "large": self.large}
+
+
+class FanoutSpec(_Strict):
+    """``repository.fanout``: several models asked concurrently, one output combined elementwise.
+
+    ``members`` maps a short key (lower-case, it becomes model ``<name>_<key>``) to ``release`` or
+    an .onnx path; ``combine`` is ``mean`` (default), ``max`` or ``min``.
+    """
+
+    members: dict[str, str] = Field(min_length=2, max_length=16)
+    output: str = "probabilities"
+    combine: Literal["mean", "max", "min"] = "mean"
+
+    _tensor = field_validator("output")(_tensor_name)
+
+    @field_validator("members")
+    @classmethod
+    def _members(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, source in v.items():
+            if not _MEMBER_RE.fullmatch(key):
+                raise ValueError(
+                    f"member key {key!r} must be lower-case letters, digits and _ "
+                    "(at most 31, starting with a letter): it becomes part of a model name"
+                )
+            _member_source(source)
+        if RELEASE not in v.values():
+            raise ValueError("one of repository.fanout.members must be 'release' (this release's model)")
+        return v
+
+
+_SHAPE_EXAMPLES = {
+    "cascade": "{small: release, large: large.onnx, threshold: 0.9}",
+    "fanout": "{members: {a: release, b: b.onnx}}",
+}
+
+
 class RepositorySpec(_Strict):
     shape: Literal["classifier", "cascade", "fanout", "single"] = "classifier"
     max_batch_size: int = Field(64, ge=0, le=1 << 20)
@@ -137,8 +225,22 @@ class RepositorySpec(_Strict):
     top_k: int = Field(1, ge=1)
     preprocess: bool = False
     model_version: int | None = Field(None, ge=1)
-    cascade: dict[str, Any] | None = None
-    fanout: dict[str, Any] | None = None
+    cascade: CascadeSpec | None = None
+    fanout: FanoutSpec | None = None
+
+    @model_validator(mode="after")
+    def _block_for_shape(self) -> "RepositorySpec":
+        for block in ("cascade", "fanout"):
+            given = getattr(self, block) is not None
+            if self.shape == block and not given:
+                raise ValueError(
+                    f"repository.shape is {block!r} but repository.{block} is missing; add e.g. {block}: {_SHAPE_EXAMPLES[block]}"
+                )
+            if given and self.shape != block:
+                raise ValueError(
+                    f"repository.{block} is given but repository.shape is {self.shape!r}; set shape: {block} or remove the block"
+                )
+        return self
 
 
 class CanarySpec(_Strict):
@@ -156,6 +258,13 @@ class PromoteSpec(_Strict):
     channel: str = "production"
     mlflow_alias: str | None = "production"
 
+    @field_validator("mlflow_alias")
+    @classmethod
+    def _alias(cls, v: str | None) -> str | None:
+        if v is not None and not names.is_alias(v):
+            raise ValueError(f"promote.mlflow_alias {v!r} is not a valid MLflow alias (letters, digits, _ and -)")
+        return v
+
     @field_validator("store")
     @classmethod
     def _store_uri(cls, v: str) -> str:
@@ -168,7 +277,7 @@ class PromoteSpec(_Strict):
     @field_validator("channel")
     @classmethod
     def _channel(cls, v: str) -> str:
-        if not _NAME_RE.fullmatch(v):
+        if not names.is_name(v):
             raise ValueError(f"promote.channel {v!r} must be letters, digits, _ and -, starting with a letter")
         return v
 
@@ -192,7 +301,7 @@ class ReleaseSpec(_Strict):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not _NAME_RE.fullmatch(v):
+        if not names.is_name(v):
             raise ValueError(
                 f"name {v!r} must start with a letter and hold only letters, digits, _ and - (at most 64): "
                 "it becomes a Triton model name and a folder name"

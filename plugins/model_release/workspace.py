@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import secrets
 import shutil
 import tempfile
@@ -30,12 +29,11 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import Any, BinaryIO, TypeVar
 
-from .errors import SpecError
+from .names import check_release_id
 
 T = TypeVar("T")
 
 STAGES = ("intake", "export", "tensorrt", "repository", "canary", "promote")
-_RELEASE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
 
 
 def default_root() -> Path:
@@ -46,15 +44,6 @@ def new_release_id(name: str, *, now: datetime | None = None) -> str:
     """``<name>-<UTC timestamp>-<4 hex>``: sortable by time, unique without coordination."""
     now = now or datetime.now(timezone.utc)
     return f"{name}-{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(2)}"
-
-
-def check_release_id(release_id: str) -> str:
-    if not _RELEASE_ID_RE.fullmatch(release_id) or ".." in release_id:
-        raise SpecError(
-            f"release id {release_id!r} is not valid: use letters, digits, '.', '_' and '-' (at most 128), "
-            "for example iris-20260101T000000Z-ab12"
-        )
-    return release_id
 
 
 def sha256_file(path: str | Path, *, chunk: int = 1 << 20) -> str:

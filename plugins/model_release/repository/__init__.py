@@ -1,7 +1,6 @@
 """The assemble stage and the repository linter.
 
 - :mod:`.config` reads and writes config.pbtxt through Triton's own ModelConfig protobuf;
-- :mod:`.shapes` validates the ``cascade`` and ``fanout`` blocks of the release spec;
 - :mod:`.render` renders BLS ``model.py`` files from ``model_repository_template/`` with values
   only as checked literals;
 - :mod:`.assemble` writes a versioned Triton repository and its manifest (:mod:`.manifest`);

@@ -5,7 +5,7 @@ Shapes (``repository.shape`` in the spec) and the models each writes, ``N`` bein
 - ``single``: ``N``, the ONNX model (or TensorRT plan) itself, outputs unchanged;
 - ``classifier``: the ensemble ``N`` = [``N_preprocess`` (python, optional)] -> ``N_model`` ->
   ``N_postprocess`` (python: top-k label names); outputs ``probabilities`` and ``label``;
-- ``cascade``: the BLS router ``N`` over ``N_small`` and ``N_large`` (see :mod:`.shapes`);
+- ``cascade``: the BLS router ``N`` over ``N_small`` and ``N_large`` (see ``CascadeSpec`` in :mod:`..spec`);
   outputs the cascade output and ``answered_by``;
 - ``fanout``: the BLS stage ``N`` over ``N_<member>`` for every member; outputs the combined output.
 
@@ -20,12 +20,13 @@ import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tritonclient.grpc import model_config_pb2 as mc
 
 from ..dtypes import numpy_from_triton
 from ..errors import AssembleError, LintError
-from ..spec import ReleaseSpec
+from ..spec import RELEASE, CascadeSpec, FanoutSpec, ReleaseSpec
 from ..types import AssembleResult, ExportResult, IntakeResult, TensorRTResult, TensorSpec
 from ..workspace import Workspace
 from . import config as cfg
@@ -34,7 +35,6 @@ from .lint import lint_repository
 from .manifest import build_manifest, write_manifest
 from .onnx_io import onnx_io
 from .render import render, template_root
-from .shapes import RELEASE, CascadeSpec, FanoutSpec, parse_block
 
 PROBABILITIES = "probabilities"
 LABEL = "label"
@@ -96,9 +96,9 @@ def assemble(
     elif shape == "classifier":
         entry, models = spec.name, _classifier(spec, intake, release_leaf)
     elif shape == "cascade":
-        entry, models = spec.name, _cascade(spec, release_leaf, parse_block("cascade", spec.repository.cascade))
+        entry, models = spec.name, _cascade(spec, release_leaf, _block(spec.repository.cascade, shape))
     elif shape == "fanout":
-        entry, models = spec.name, _fanout(spec, release_leaf, parse_block("fanout", spec.repository.fanout))
+        entry, models = spec.name, _fanout(spec, release_leaf, _block(spec.repository.fanout, shape))
     else:  # pragma: no cover - the spec's Literal refuses it first
         raise AssembleError(f"repository.shape {shape!r} is unknown; valid: classifier, cascade, fanout, single")
     _size_bls_instances(models, spec.repository.instances)
@@ -138,6 +138,12 @@ def assemble(
 
 
 # --- the models of each shape -------------------------------------------------------------------
+
+
+def _block(block: CascadeSpec | FanoutSpec | None, shape: str) -> Any:
+    if block is None:  # the spec refuses this at load; a spec built by hand may still lack it
+        raise AssembleError(f"repository.shape is {shape!r} but repository.{shape} is missing")
+    return block
 
 
 def _release_leaf(export: ExportResult, tensorrt: TensorRTResult | None) -> _Leaf:

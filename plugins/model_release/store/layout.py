@@ -16,7 +16,6 @@ from __future__ import annotations
 import getpass
 import json
 import os
-import re
 import socket
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -25,22 +24,13 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from ..errors import SpecError, StoreError
+from ..names import check_channel
 from .backend import PreconditionFailed, StoreBackend
 
 RELEASES = "releases/"
 MANIFEST = "release.json"
 MARKER = "_COMPLETE"
 FORMAT = 1
-_CHANNEL_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]{0,63}$")
-
-
-def check_channel(channel: str) -> str:
-    if not _CHANNEL_RE.match(channel or ""):
-        raise SpecError(
-            f"channel {channel!r} is not valid: use letters, digits, '_' and '-', starting with a letter "
-            "(at most 64), for example 'production'"
-        )
-    return channel
 
 
 def actor() -> str:

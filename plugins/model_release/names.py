@@ -1,0 +1,80 @@
+"""Every name pattern model-release checks, defined once.
+
+Names become folder names, Triton model names, S3 keys and MLflow aliases, so they are kept
+boring. The spec, the store, the workspace, the CLI and the DAG's ``Param`` schemas all use the
+patterns here (``anchored`` gives the JSON-schema form). This module imports nothing heavy: DAG
+files import it at parse time.
+
+- :data:`NAME`: a release pipeline's name and a channel: a letter, then letters, digits, ``_``
+  and ``-``, at most 64 characters.
+- :data:`MODEL_NAME`: a Triton model folder the assembler writes (up to 128 characters).
+- :data:`ALIAS`: an MLflow registered-model alias.
+- :data:`RELEASE_ID`: a release id: letters, digits, ``.``, ``_`` and ``-``, at most 128, no ``..``.
+"""
+
+from __future__ import annotations
+
+import re
+
+NAME = r"[A-Za-z][A-Za-z0-9_\-]{0,63}"
+MODEL_NAME = r"[A-Za-z][A-Za-z0-9_\-]{0,127}"
+ALIAS = r"[A-Za-z_][A-Za-z0-9_\-]{0,254}"
+RELEASE_ID = r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}"
+
+_NAME_RE = re.compile(NAME)
+_MODEL_NAME_RE = re.compile(MODEL_NAME)
+_ALIAS_RE = re.compile(ALIAS)
+_RELEASE_ID_RE = re.compile(RELEASE_ID)
+
+
+def anchored(pattern: str) -> str:
+    """The pattern as a JSON-schema ``pattern`` (which searches, so it needs both anchors)."""
+    return f"^{pattern}$"
+
+
+def is_name(value: object) -> bool:
+    return isinstance(value, str) and _NAME_RE.fullmatch(value) is not None
+
+
+def is_model_name(value: object) -> bool:
+    return isinstance(value, str) and _MODEL_NAME_RE.fullmatch(value) is not None
+
+
+def is_alias(value: object) -> bool:
+    return isinstance(value, str) and _ALIAS_RE.fullmatch(value) is not None
+
+
+def is_release_id(value: object) -> bool:
+    return isinstance(value, str) and _RELEASE_ID_RE.fullmatch(value) is not None and ".." not in value
+
+
+def check_channel(channel: str) -> str:
+    """``channel`` if it is a valid channel name.
+
+    Raises:
+        SpecError: it is not (the message says what is valid).
+    """
+    if not is_name(channel):
+        from .errors import SpecError
+
+        raise SpecError(
+            f"channel {channel!r} is not valid: use letters, digits, '_' and '-', starting with a letter "
+            "(at most 64), for example 'production'"
+        )
+    return channel
+
+
+def check_release_id(release_id: str) -> str:
+    """``release_id`` if it is a valid release id.
+
+    Raises:
+        SpecError: it is not (the message says what is valid).
+    """
+    if not is_release_id(release_id):
+        from .errors import SpecError
+
+        raise SpecError(
+            f"release id {release_id!r} is not valid: use letters, digits, '.', '_' and '-' (at most 128), "
+            "for example iris-20260101T000000Z-ab12"
+        )
+    return release_id
