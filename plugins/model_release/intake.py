@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from .dtypes import triton_from_mlflow, triton_from_numpy
 from .errors import IntakeError, ModelReleaseError, ServiceUnavailable
+from .mlflow_env import quiet_mlflow_env
 from .types import IntakeResult, TensorSpec
 from .workspace import Workspace, sha256_file
 
@@ -151,8 +152,6 @@ def resolve(
 
 
 def _resolve(spec: ReleaseSpec, ws: Workspace, tracking_uri: str | None, client: Any) -> IntakeResult:
-    from .local.mlflow import quiet_mlflow_env
-
     quiet_mlflow_env()
     from mlflow import MlflowClient
 

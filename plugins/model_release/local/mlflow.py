@@ -11,16 +11,10 @@ import os
 from pathlib import Path
 
 from ..errors import ServiceUnavailable
+from ..mlflow_env import quiet_mlflow_env
 
 #: the experiment :func:`local_tracking` creates and :func:`use_local_tracking` selects
 DEFAULT_EXPERIMENT = "model-release"
-
-
-def quiet_mlflow_env() -> None:
-    """Turn off MLflow's telemetry and download progress bars for this process (idempotent)."""
-    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
-    os.environ.setdefault("DO_NOT_TRACK", "true")
-    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 
 def tracking_uri_for(root: Path) -> str:
