@@ -7,7 +7,6 @@ under the given root, so nothing is ever written to ``./mlruns`` in the current 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from ..errors import ServiceUnavailable
