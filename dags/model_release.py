@@ -80,7 +80,7 @@ with DAG(
         from model_release.airflow import tasks
 
         ref = tasks.promote(ref)
-        promoted = ref.get("promoted")
+        promoted = ref["stages"].get("promote")
         if promoted and promoted["channel"] == "production":
             get_current_context()["outlet_events"][PRODUCTION].extra = {
                 "release_id": promoted["release_id"], "store": promoted["store_uri"], "prefix": promoted["release_prefix"],

@@ -40,6 +40,18 @@ def test_report_exit_code_follows_the_verdict(tmp_path, capsys) -> None:
     assert main(["report", str(tmp_path / "missing.json")]) == 2
 
 
+@pytest.mark.parametrize(("report", "code"), [
+    ({"verdict": "passed"}, 0),        # the canary writes "passed"; the CLI once compared with "pass"
+    ({"verdict": "rejected"}, 3),
+    ({"verdict": "pass"}, 3),          # not a verdict the canary writes
+    ({"passed": False, "verdict": "passed"}, 3),  # the flag wins over the word
+])
+def test_report_reads_the_verdict_the_canary_writes(tmp_path, capsys, report, code) -> None:
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(report))
+    assert main(["report", str(path)]) == code
+
+
 @pytest.mark.integration
 def test_store_history_of_an_empty_local_store(tmp_path, capsys) -> None:
     code = main(["store", "history", "--store", f"file://{tmp_path}", "--channel", "production"])

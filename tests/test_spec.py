@@ -81,3 +81,44 @@ def test_missing_and_non_yaml_files(tmp_path) -> None:
     listed.write_text(yaml.safe_dump([1, 2]))
     with pytest.raises(SpecError, match="mapping"):
         load_spec(listed)
+
+
+@pytest.mark.parametrize(("block", "field", "bad"), [
+    ({"shape": "cascade", "cascade": {"large": "big.onnx", "thresold": 0.9}}, "repository.cascade.thresold", "unknown field"),
+    ({"shape": "cascade", "cascade": {"large": "big.onnx", "threshold": 1.5}}, "repository.cascade.threshold", "1.5"),
+    ({"shape": "cascade", "cascade": {"large": "big.pt", "threshold": 0.9}}, "repository.cascade.large", "big.pt"),
+    ({"shape": "cascade", "cascade": {"small": "a.onnx", "large": "b.onnx", "threshold": 0.9}}, "repository.cascade", "'release'"),
+    ({"shape": "cascade"}, "repository", "repository.cascade is missing"),
+    ({"shape": "fanout", "fanout": {"members": {"a": "release", "b": "b.onnx"}, "combine": "median"}}, "repository.fanout.combine", "median"),
+    ({"shape": "fanout", "fanout": {"memebers": {"a": "release"}}}, "repository.fanout.memebers", "unknown field"),
+    ({"shape": "fanout", "fanout": {"members": {"Bad Key": "release", "b": "b.onnx"}}}, "repository.fanout.members", "Bad Key"),
+    ({"shape": "single", "fanout": {"members": {"a": "release", "b": "b.onnx"}}}, "repository", "shape is 'single'"),
+])
+def test_a_typo_in_a_cascade_or_fanout_block_fails_at_spec_load_naming_the_field(tmp_path, block, field, bad) -> None:
+    """Before any stage runs (no download, export or GPU build), in well under a second."""
+    import time
+
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump({**BASE, "repository": block}))
+    started = time.perf_counter()
+    with pytest.raises(SpecError) as caught:
+        load_spec(path)
+    assert time.perf_counter() - started < 1.0
+    message = str(caught.value)
+    assert f"{field}:" in message and bad in message and str(path) in message
+    assert "\n" not in message
+
+
+def test_cascade_and_fanout_blocks_are_typed_fields() -> None:
+    spec = parse_spec({**BASE, "repository": {"shape": "cascade", "cascade": {"large": "big.onnx", "threshold": 0.8}}})
+    assert spec.repository.cascade.members() == {"small": "release", "large": "big.onnx"}
+    assert spec.repository.cascade.output == "probabilities" and spec.repository.fanout is None
+    spec = parse_spec({**BASE, "repository": {"shape": "fanout", "fanout": {"members": {"a": "release", "b": "b.onnx"}}}})
+    assert spec.repository.fanout.combine == "mean"
+
+
+@pytest.mark.parametrize("alias", ["bad alias!", "", "9lives!"])
+def test_an_invalid_mlflow_alias_to_move_is_refused_at_spec_load(alias) -> None:
+    """Checked before anything runs: promotion must not move the pointer and then fail on the alias."""
+    with pytest.raises(SpecError, match="promote.mlflow_alias"):
+        parse_spec({**BASE, "promote": {"mlflow_alias": alias}})

@@ -59,7 +59,14 @@ def _report(argv: list[str]) -> int:
         return 2
     data = json.loads(path.read_text())
     print(json.dumps(data, indent=2))
-    return 0 if data.get("passed", data.get("verdict") == "pass") else 3
+    return 0 if report_passed(data) else 3
+
+
+def report_passed(report: dict) -> bool:
+    """Whether a canary report says the release passed: its ``passed`` flag, else its verdict."""
+    if isinstance(report.get("passed"), bool):
+        return report["passed"]
+    return report.get("verdict") == "passed"
 
 
 def _rollback(argv: list[str]) -> int:

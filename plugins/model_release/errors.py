@@ -85,10 +85,18 @@ class AssembleError(UserError):
 
 
 class GateError(UserError):
-    """A gate refused the release. The release is blocked and nothing is promoted."""
+    """A gate refused the release. The release is blocked and nothing is promoted.
+
+    ``result`` is the stage's result when the gate produced one before refusing (the canary's
+    verdict and report paths): the pipeline's stage runner saves it like any other result.
+    """
 
     kind = "gate"
     exit_code = 3
+
+    def __init__(self, message: str, *, stage: str | None = None, result: object | None = None) -> None:
+        super().__init__(message, stage=stage)
+        self.result = result
 
 
 class ParityError(GateError):

@@ -51,24 +51,120 @@ def iter_golden(spec: ReleaseSpec, intake: IntakeResult, *, batch_rows: int | No
         SpecError: the golden file is missing, unreadable, or disagrees with the signature.
         IntakeError: the model has no input example, or it disagrees with the signature.
     """
-    size = batch_rows or spec.golden.batch_rows
-    limit = spec.golden.rows
     origin = golden_origin(spec)
-    error: type[SpecError] | type[IntakeError] = SpecError
-    if spec.golden.source == "file":
-        path = spec.resolve_path(spec.golden.path or "")
-        if not path.is_file():
-            raise SpecError(f"golden.path {str(path)!r} does not exist; name an .npz or .parquet file of model inputs")
-        raw = _iter_parquet(path, size, limit, intake.inputs) if path.suffix == ".parquet" else iter_npz(path, size, limit=limit)
-    else:
-        error = IntakeError
-        raw = _iter_example(intake, size, limit)
+    error: type[SpecError] | type[IntakeError] = SpecError if spec.golden.source == "file" else IntakeError
+    target = spec.golden.target
     produced = 0
-    for batch in raw:
-        yield conform(batch, intake.inputs, origin=origin, error=error)
+    for batch in _raw_batches(spec, intake, batch_rows or spec.golden.batch_rows):
+        conformed = conform({k: v for k, v in batch.items() if k != target}, intake.inputs, origin=origin, error=error)
+        if not spec.golden.allow_nonfinite_inputs:
+            _refuse_nonfinite(conformed, produced, origin, spec, error)
+        yield conformed
         produced += len(next(iter(batch.values()))) if batch else 0
     if produced == 0:
         raise error(f"golden set {origin} has no rows; give at least one row of model inputs")
+
+
+def check_golden(spec: ReleaseSpec, intake: IntakeResult) -> int:
+    """Read the whole golden set once, before anything is converted; return its row count.
+
+    Checks every batch against the signature, the inputs for NaN/Inf, the target column when the
+    spec names one, and that there are at least ``golden.min_rows`` rows.
+
+    Raises:
+        SpecError, IntakeError: as :func:`iter_golden` and :func:`iter_targets`, or too few rows.
+    """
+    rows = sum(len(next(iter(batch.values()))) for batch in iter_golden(spec, intake))
+    if rows < spec.golden.min_rows:
+        raise SpecError(
+            f"golden set {golden_origin(spec)} has {rows} rows, fewer than golden.min_rows {spec.golden.min_rows}: "
+            f"too few to judge a model. Supply more rows (a larger golden file, or a larger logged input example; "
+            f"golden.rows is {spec.golden.rows}), or lower golden.min_rows in {spec.where} (the report records it)"
+        )
+    if spec.golden.target is not None:
+        for _ in iter_targets(spec, intake):
+            pass
+    return rows
+
+
+def write_truth(spec: ReleaseSpec, intake: IntakeResult, path: Path) -> int:
+    """Write the ground-truth column as ``path`` (an .npz with one array, ``target``); return its rows."""
+    with NpzWriter(path) as writer:
+        for values in iter_targets(spec, intake):
+            writer.append({"target": values})
+    return writer.rows
+
+
+def _refuse_nonfinite(batch: Batch, offset: int, origin: str, spec: ReleaseSpec, error: type[Exception]) -> None:
+    """NaN or infinite golden inputs are refused (the rule), unless the spec says the model takes them."""
+    for name, arr in batch.items():
+        if arr.dtype.kind != "f":
+            continue
+        bad = np.flatnonzero(~np.isfinite(arr).reshape(len(arr), -1).all(axis=1))
+        if bad.size:
+            raise error(
+                f'golden set {origin}: input "{name}" is NaN or infinite on {bad.size} row(s) of this batch, first '
+                f"{(bad + offset)[:10].tolist()}; golden inputs must be finite, so that every gate compares numbers. "
+                f"Clean those rows, or set golden.allow_nonfinite_inputs: true in {spec.where} for a model that takes "
+                "missing values (tree ensembles do)"
+            )
+
+
+def _raw_batches(spec: ReleaseSpec, intake: IntakeResult, size: int) -> Iterator[Batch]:
+    """The golden set's columns as stored (the target column included), at most ``golden.rows`` rows."""
+    limit = spec.golden.rows
+    if spec.golden.source == "file":
+        path = golden_file(spec)
+        if path.suffix == ".parquet":
+            return _iter_parquet(path, size, limit, intake.inputs, exclude={spec.golden.target} - {None})
+        return iter_npz(path, size, limit=limit)
+    return _iter_example(intake, size, limit)
+
+
+def golden_file(spec: ReleaseSpec) -> Path:
+    """The golden file the spec names.
+
+    Raises:
+        SpecError: it does not exist.
+    """
+    path = spec.resolve_path(spec.golden.path or "")
+    if not path.is_file():
+        raise SpecError(f"golden.path {str(path)!r} does not exist; name an .npz or .parquet file of model inputs")
+    return path
+
+
+def iter_targets(spec: ReleaseSpec, intake: IntakeResult, *, batch_rows: int | None = None) -> Iterator[np.ndarray]:
+    """The ground-truth column (``golden.target``), batch by batch, row for row with :func:`iter_golden`.
+
+    Raises:
+        SpecError: the spec names no target, the file has no such column, it is not one value per
+            row, or a numeric target is NaN or infinite.
+    """
+    target = spec.golden.target
+    if target is None:
+        raise SpecError("golden.target is not set; name the golden file's ground-truth column")
+    origin = golden_origin(spec)
+    start = 0
+    for batch in _raw_batches(spec, intake, batch_rows or spec.golden.batch_rows):
+        if target not in batch:
+            raise SpecError(
+                f"golden set {origin} has no target column {target!r} (golden.target in {spec.where}); "
+                f"its columns: {sorted(batch)}"
+            )
+        values = np.asarray(batch[target])
+        if values.ndim > 1 and values.shape[1:] == (1,):
+            values = values.reshape(-1)
+        if values.dtype.kind == "f":
+            bad = np.flatnonzero(~np.isfinite(values).reshape(len(values), -1).all(axis=1))
+            if bad.size:
+                raise SpecError(
+                    f"golden set {origin}: target column {target!r} is NaN or infinite on rows "
+                    f"{(bad + start)[:10].tolist()}{' ...' if bad.size > 10 else ''}; ground truth must be a value"
+                )
+        if values.dtype.kind not in "biufUSO":
+            raise SpecError(f"golden set {origin}: target column {target!r} has dtype {values.dtype}; use numbers or strings")
+        start += len(values)
+        yield values
 
 
 def conform(columns: Mapping[str, np.ndarray], specs: list[TensorSpec], *, origin: str, error: type[Exception] = SpecError) -> Batch:
@@ -131,13 +227,12 @@ def _kind_name(dtype: np.dtype) -> str:
 
 
 def _iter_example(intake: IntakeResult, size: int, limit: int) -> Iterator[Batch]:
-    from .intake import read_mlmodel
+    from .mlmodel import read_mlmodel
 
-    mlmodel = read_mlmodel(intake.model_dir)
     try:
-        example = _plain_ndarray_example(mlmodel, intake.model_dir)
+        example = _plain_ndarray_example(intake.model_dir)
         if example is None:
-            example = mlmodel.load_input_example(intake.model_dir)
+            example = read_mlmodel(intake.model_dir).load_input_example(intake.model_dir)
     except Exception as exc:  # noqa: BLE001 - MLflow raises several kinds here
         raise IntakeError(f'model "{intake.model_name}" version {intake.version}: its input example could not be read ({exc})') from exc
     if example is None:
@@ -151,14 +246,16 @@ def _iter_example(intake: IntakeResult, size: int, limit: int) -> Iterator[Batch
         yield {k: v[start : min(start + size, n)] for k, v in columns.items()}
 
 
-def _plain_ndarray_example(mlmodel: Any, model_dir: str) -> np.ndarray | None:
-    """A single-tensor example saved as a plain JSON list, read without MLflow's per-row copies.
+def _plain_ndarray_example(model_dir: str) -> np.ndarray | None:
+    """A single-tensor example saved as a plain JSON list, read without MLflow (no import, no per-row copies).
 
     Returns None for every other layout (MLflow's own loader reads those).
     """
     import json
 
-    info = mlmodel.saved_input_example_info or {}
+    from .mlmodel import input_example_info
+
+    info = input_example_info((Path(model_dir) / "MLmodel").read_bytes())
     if info.get("type") != "ndarray" or not info.get("artifact_path"):
         return None
     with open(Path(model_dir) / info["artifact_path"]) as f:
@@ -181,7 +278,7 @@ def _columns_of(example: Any, specs: list[TensorSpec]) -> dict[str, np.ndarray]:
     return {specs[0].name: np.asarray(example)}
 
 
-def _iter_parquet(path: Path, size: int, limit: int, specs: list[TensorSpec]) -> Iterator[Batch]:
+def _iter_parquet(path: Path, size: int, limit: int, specs: list[TensorSpec], exclude: set[str] | frozenset[str] = frozenset()) -> Iterator[Batch]:
     import pyarrow.parquet as pq
 
     try:
@@ -189,8 +286,9 @@ def _iter_parquet(path: Path, size: int, limit: int, specs: list[TensorSpec]) ->
     except Exception as exc:  # noqa: BLE001 - pyarrow raises several kinds
         raise SpecError(f"golden.path {str(path)!r} is not a readable parquet file ({exc})") from exc
     names = pf.schema_arrow.names
-    # one tensor input with F features may come as F scalar columns
-    stack = len(specs) == 1 and specs[0].name not in names and specs[0].original_name not in names and len(names) > 1
+    features = [n for n in names if n not in exclude]
+    # one tensor input with F features may come as F scalar columns (the target column aside)
+    stack = len(specs) == 1 and specs[0].name not in names and specs[0].original_name not in names and len(features) > 1
     produced = 0
     for record in pf.iter_batches(batch_size=size):
         if produced >= limit:
@@ -198,7 +296,7 @@ def _iter_parquet(path: Path, size: int, limit: int, specs: list[TensorSpec]) ->
         take = min(record.num_rows, limit - produced)
         cols = {n: _arrow_column(record.column(n).slice(0, take)) for n in names}
         if stack:
-            cols = {specs[0].name: np.stack([cols[n] for n in names], axis=1)}
+            cols = {specs[0].name: np.stack([cols[n] for n in features], axis=1), **{n: cols[n] for n in exclude if n in cols}}
         produced += take
         yield cols
 
@@ -228,7 +326,13 @@ def iter_npz(path: str | Path, batch_rows: int, *, limit: int | None = None) -> 
                 readers[member[:-4]] = _NpyReader(zf.open(member), str(path), member[:-4])
         if not readers:
             raise SpecError(f"golden.path {str(path)!r} holds no arrays")
-        total = min(r.rows for r in readers.values())
+        counts = {name: r.rows for name, r in readers.items()}
+        if len(set(counts.values())) > 1:
+            raise SpecError(
+                f"golden set {path}: its arrays have different row counts {counts}; every array holds one row per "
+                "example, so they must have the same length (nothing is cut to the shortest)"
+            )
+        total = next(iter(counts.values()))
         if limit is not None:
             total = min(total, limit)
         for start in range(0, total, batch_rows):

@@ -14,58 +14,23 @@ reached is a :class:`~model_release.errors.ServiceUnavailable`.
 from __future__ import annotations
 
 import difflib
-import functools
 import hashlib
 import os
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .dtypes import triton_from_mlflow, triton_from_numpy
 from .errors import IntakeError, ModelReleaseError, ServiceUnavailable
 from .mlflow_env import quiet_mlflow_env
+from .mlmodel import read_mlmodel, triton_name
 from .types import IntakeResult, TensorSpec
 from .workspace import Workspace, sha256_file
 
 if TYPE_CHECKING:
-    from .export.native import NativeModel
     from .spec import ReleaseSpec
 
 #: MLflow flavors that export can convert to ONNX, in the order they are looked for
 SUPPORTED_FLAVORS = ("sklearn", "pytorch", "onnx", "xgboost", "lightgbm")
-
-_TRITON_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def triton_name(name: str, taken: set[str] | None = None) -> str:
-    """A Triton-valid tensor name for ``name``: letters, digits and ``_``, not starting with a digit.
-
-    ``sepal length (cm)`` becomes ``sepal_length_cm``; a name already in ``taken`` gets a suffix.
-    """
-    clean = name if _TRITON_NAME_RE.match(name) else re.sub(r"[^A-Za-z0-9_]+", "_", name).strip("_")
-    if not clean or clean[0].isdigit():
-        clean = f"t_{clean}"
-    candidate, n = clean, 2
-    while taken is not None and candidate in taken:
-        candidate, n = f"{clean}_{n}", n + 1
-    if taken is not None:
-        taken.add(candidate)
-    return candidate
-
-
-def read_mlmodel(model_dir: str | Path) -> Any:
-    """The ``MLmodel`` of a downloaded model, parsed once per file version (MLflow parses YAML slowly)."""
-    mlmodel = Path(model_dir) / "MLmodel"
-    stat = mlmodel.stat()
-    return _read_mlmodel(str(mlmodel.parent), stat.st_mtime_ns, stat.st_size)
-
-
-@functools.lru_cache(maxsize=32)
-def _read_mlmodel(model_dir: str, mtime_ns: int, size: int) -> Any:
-    from mlflow.models import Model
-
-    return Model.load(model_dir)
-
 
 def content_digest(folder: Path) -> str:
     """sha256 over every file's relative path and content under ``folder`` (order-independent)."""
@@ -137,21 +102,13 @@ def resolve(
         client: an ``MlflowClient`` to use instead of building one from ``tracking_uri``.
 
     Returns:
-        The intake result, also saved as ``<ws>/intake/intake.json``.
+        The intake result (the pipeline's stage runner saves it as ``<ws>/intake/intake.json``).
 
     Raises:
         IntakeError: no such model, alias or version; no signature; an unsupported flavor; a
             signature type with no Triton data type.
         ServiceUnavailable: the tracking store could not be reached.
     """
-    try:
-        return _resolve(spec, ws, tracking_uri, client)
-    except ModelReleaseError as exc:
-        exc.stage = exc.stage or "intake"
-        raise
-
-
-def _resolve(spec: ReleaseSpec, ws: Workspace, tracking_uri: str | None, client: Any) -> IntakeResult:
     quiet_mlflow_env()
     from mlflow import MlflowClient
 
@@ -202,24 +159,13 @@ def _resolve(spec: ReleaseSpec, ws: Workspace, tracking_uri: str | None, client:
         classes=None,
         tracking_uri=tracking_uri,
     )
+    from .native import load_native
+
     try:
         result.classes = load_native(result).classes
     except ModelReleaseError as exc:  # the model cannot be loaded by its own flavor: refuse it here
         raise IntakeError(f"{where}: {exc}") from exc
-    ws.save_result("intake", result)
     return result
-
-
-def load_native(intake: IntakeResult) -> NativeModel:
-    """Load the downloaded model natively; call it with ``{input name: array}`` for its outputs.
-
-    The returned object is callable: ``native({"input": X}) -> {"label": ..., "probabilities": ...}``,
-    keyed by the same Triton names the exported ONNX model uses. See
-    :mod:`model_release.export.native` for each flavor's outputs.
-    """
-    from .export.native import load_native as _load
-
-    return _load(intake)
 
 
 def _mlflow_boundary(exc: Exception, what: str) -> Exception:

@@ -1,27 +1,37 @@
 """The release, stage by stage: the one code path behind the DAG, the CLI and the demo.
 
-Each ``run_<stage>`` function takes the spec, the workspace and the earlier stages' results and
-returns its own result (saved in the workspace). Airflow tasks call them one per task with results
-carried in XCom; :func:`release` calls them in sequence in one process. Services (MLflow, the
-store, a remote canary) arrive through :class:`Services`, so the same code runs against the
-embedded stack on one machine and the distributed one.
+Every stage runs through :func:`run_stage`, the single seam between stages: it calls the stage,
+tags any error with the stage's name, saves the stage's result in the workspace (a gate that
+refuses may hand over its result too, and that is saved before the error goes up) and logs the
+result's one-line headline. Stages only compute and return their result; none saves its own.
+
+The ``run_<stage>`` functions take the spec, the workspace and the earlier stages' results.
+Airflow tasks call them one per task with a :class:`ReleaseRef` in XCom; :func:`release` calls
+them in sequence in one process. Services (MLflow, the store, a remote canary) arrive through
+:class:`Services`, so the same code runs against the embedded stack and the distributed one.
 """
 
 from __future__ import annotations
 
 import logging
-import shutil
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
-from .errors import ModelReleaseError
+from .errors import GateError, ModelReleaseError
 from .spec import ReleaseSpec
-from .types import AssembleResult, CanaryResult, ExportResult, IntakeResult, PromoteResult, TensorRTResult
-from .workspace import Workspace, atomic_write_json, link_or_copy
+from .types import (
+    AssembleResult, CanaryResult, ExportResult, IntakeResult, PromoteResult, TensorRTResult, _Serialisable,
+)
+from .workspace import Workspace, atomic_write_json
 
 log = logging.getLogger(__name__)
+
+R = TypeVar("R")
+
+#: the workspace folder of each stage whose folder is not named after it
+RESULT_DIRS = {"assemble": "repository"}
 
 
 @dataclass
@@ -47,34 +57,55 @@ class Services:
         return open_store(uri)
 
 
+def run_stage(ws: Workspace, stage: str, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+    """Run one stage: the one way every stage enters and leaves the release.
+
+    Args:
+        ws: the release workspace; the result goes to ``<ws>/<dir>/<dir>.json`` (``dir`` is the
+            stage's name, ``repository`` for assemble).
+        stage: the stage's name, used in errors and logs.
+        fn: the stage's function; returns the stage's result (a ``types`` dataclass).
+
+    Returns:
+        The result, saved.
+
+    Raises:
+        ModelReleaseError: whatever the stage raised, with ``.stage`` set when it was not.
+    """
+    folder = RESULT_DIRS.get(stage, stage)
+    started = time.perf_counter()
+    try:
+        result = fn(*args, **kwargs)
+    except ModelReleaseError as exc:
+        exc.stage = exc.stage or stage
+        if isinstance(exc, GateError) and exc.result is not None:
+            ws.save_result(folder, exc.result)
+        log.error("%s: %s", stage, exc.message)
+        raise
+    ws.save_result(folder, result)
+    headline = result.headline() if hasattr(result, "headline") else ""
+    log.info("%s: %s (%.1f s)", stage, headline, time.perf_counter() - started)
+    return result
+
+
 def run_intake(spec: ReleaseSpec, ws: Workspace, services: Services) -> IntakeResult:
     from .intake import resolve
 
     log.info("intake: resolving %s", spec.model.uri)
-    result = resolve(spec, ws, tracking_uri=services.tracking_uri)
-    log.info("intake: %s resolved to version %s (run %s, flavor %s)", spec.model.uri, result.version, result.run_id, result.flavor)
-    return result
+    return run_stage(ws, "intake", resolve, spec, ws, tracking_uri=services.tracking_uri)
 
 
 def run_export(spec: ReleaseSpec, ws: Workspace, intake: IntakeResult) -> ExportResult:
     from .export import export
 
     log.info("export: %s version %s to ONNX (opset %s)", intake.model_name, intake.version, spec.export.opset)
-    result = export(spec, intake, ws)
-    log.info("export: parity passed on %d golden rows%s", result.golden_rows, " (cached ONNX reused)" if result.cached else "")
-    return result
+    return run_stage(ws, "export", export, spec, intake, ws)
 
 
 def run_tensorrt(spec: ReleaseSpec, ws: Workspace, export: ExportResult) -> TensorRTResult:
     from .tensorrt import build_plan
 
-    result = build_plan(spec, export, ws)
-    ws.save_result("tensorrt", result)
-    if result.built:
-        log.info("tensorrt: built %s (%s)", result.plan_path, result.precision)
-    else:
-        log.info("tensorrt: skipped: %s", result.reason)
-    return result
+    return run_stage(ws, "tensorrt", build_plan, spec, export, ws)
 
 
 def run_assemble(
@@ -82,43 +113,10 @@ def run_assemble(
 ) -> AssembleResult:
     from .repository.assemble import assemble
 
-    result = assemble(spec, intake, export, ws, tensorrt=tensorrt)
-    ws.save_result("repository", result)
-    log.info("assemble: %d models, entry %s, load order %s", len(result.models), result.entry_model, result.load_order)
+    result = run_stage(ws, "assemble", assemble, spec, intake, export, ws, tensorrt=tensorrt)
     for warning in result.warnings:
         log.warning("lint: %s", warning)
     return result
-
-
-def production_baseline(
-    spec: ReleaseSpec, ws: Workspace, services: Services, intake: IntakeResult, export: ExportResult
-) -> tuple[dict[str, Any] | None, str | None]:
-    """The current production model's native outputs on this release's golden inputs, if there is one.
-
-    Returns ``(outputs, name)`` or ``(None, None)`` when the channel's MLflow alias is unset or
-    already names the candidate version.
-    """
-    alias = spec.promote.mlflow_alias
-    if not alias:
-        return None, None
-    from .intake import load_native, resolve
-
-    try:
-        prod_spec = spec.model_copy(update={"model": spec.model.model_copy(update={"alias": alias, "version": None})})
-        base_ws = Workspace("production", root=ws.path / "canary-baseline")
-        prod = resolve(prod_spec, base_ws, tracking_uri=services.tracking_uri)
-    except ModelReleaseError as exc:
-        log.info("canary: no production baseline (%s)", exc)
-        return None, None
-    if prod.version == intake.version:
-        return None, None
-    import numpy as np
-
-    with np.load(export.golden_path, allow_pickle=False) as golden:
-        inputs = {k: golden[k] for k in golden.files}
-    predict = load_native(prod)
-    outputs = predict(inputs)
-    return {k: np.asarray(v) for k, v in outputs.items()}, f"production (version {prod.version})"
 
 
 def run_canary(
@@ -130,35 +128,16 @@ def run_canary(
     assembled: AssembleResult,
 ) -> CanaryResult:
     from .canary import run_canary as canary
+    from .canary.champion import native_champion
 
-    baseline, baseline_name = production_baseline(spec, ws, services, intake, export)
-    result = canary(
-        spec, intake, export, assembled, ws,
-        endpoint=services.triton_endpoint, baseline=baseline, baseline_name=baseline_name,
-    )
-    log.info("canary: %s", result.summary)
-    return result
+    def stage() -> CanaryResult:
+        baseline, baseline_name = native_champion(spec, ws, services.tracking_uri, intake, export)
+        return canary(
+            spec, intake, export, assembled, ws,
+            endpoint=services.triton_endpoint, baseline=baseline, baseline_name=baseline_name,
+        )
 
-
-def stage_release_dir(ws: Workspace, assembled: AssembleResult, canary: CanaryResult, export: ExportResult) -> Path:
-    """Lay out the release exactly as its store prefix: models/, reports/, release.json (final)."""
-    from .repository.manifest import finalize_manifest
-
-    release_dir = ws.stage_dir("promote", fresh=True) / "release"
-    shutil.copytree(assembled.repository_dir, release_dir / "models", copy_function=link_or_copy)
-    reports = release_dir / "reports"
-    reports.mkdir(parents=True)
-    for path in (canary.report_json, canary.report_html, str(Path(export.onnx_path).parent / "parity.json")):
-        if path and Path(path).is_file():
-            shutil.copy2(path, reports / Path(path).name)
-    shutil.copy2(assembled.manifest_path, release_dir / "release.json")
-    finalize_manifest(
-        release_dir / "release.json",
-        release_dir,
-        canary={"passed": canary.passed, "summary": canary.summary, "report": "reports/report.json", "figures": canary.figures, "server": canary.server},
-    )
-    return release_dir
-
+    return run_stage(ws, "canary", stage)
 
 
 def run_promote(
@@ -170,34 +149,43 @@ def run_promote(
     canary: CanaryResult,
 ) -> PromoteResult:
     from .store import promote
+    from .store.bundle import bundle_release
     from .store.registry import MlflowFollower
 
-    if not canary.passed:  # run_canary raises on failure; this guards a hand-edited result
-        from .errors import CanaryRejected
+    def stage() -> PromoteResult:
+        if not canary.passed:  # run_canary raises on failure; this guards a hand-edited result
+            from .errors import CanaryRejected
 
-        raise CanaryRejected(f"the canary did not pass ({canary.summary}); nothing is promoted", stage="promote")
-    release_dir = stage_release_dir(ws, assembled, canary, export)
-    store = services.store(spec.promote.store)
-    follower = None
-    if spec.promote.mlflow_alias and services.tracking_uri:
-        follower = MlflowFollower(services.tracking_uri, alias=spec.promote.mlflow_alias)
-    result = promote(release_dir, ws.release_id, store, spec.promote.channel, follower=follower)
-    ws.save_result("promote", result)
-    log.info(
-        "promote: %s -> %s (channel %s, was %s; %d objects, %d uploaded, %d already there)",
-        ws.release_id, result.release_prefix, result.channel, result.previous_release,
-        result.objects, result.uploaded, result.skipped,
-    )
-    return result
+            raise CanaryRejected(f"the canary did not pass ({canary.summary}); nothing is promoted")
+        release_dir = bundle_release(
+            ws.stage_dir("promote", fresh=True) / "release",
+            repository_dir=assembled.repository_dir, manifest_path=assembled.manifest_path,
+            reports=[canary.report_json, canary.report_html, export.parity_report],
+            canary={"passed": canary.passed, "summary": canary.summary, "report": "reports/report.json",
+                    "figures": canary.figures, "server": canary.server},
+        )
+        store = services.store(spec.promote.store)
+        follower = None
+        if spec.promote.mlflow_alias and services.tracking_uri:
+            follower = MlflowFollower(services.tracking_uri, alias=spec.promote.mlflow_alias)
+        return promote(release_dir, ws.release_id, store, spec.promote.channel, follower=follower)
+
+    return run_stage(ws, "promote", stage)
 
 
 @dataclass
 class ReleaseOutcome:
+    """What :func:`release` did: the results it reached and, when it stopped early, why."""
+
     release_id: str
     workspace: str
     promoted: PromoteResult | None = None
     canary: CanaryResult | None = None
+    #: the error that stopped the release ("stage: message"), None when it went through
     error: str | None = None
+    #: the error's kind (``spec``, ``canary``, ``store``...) and its stage
+    error_kind: str | None = None
+    error_stage: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -206,18 +194,62 @@ class ReleaseOutcome:
             "promoted": self.promoted.to_dict() if self.promoted else None,
             "canary": self.canary.to_dict() if self.canary else None,
             "error": self.error,
+            "error_kind": self.error_kind,
+            "error_stage": self.error_stage,
         }
 
 
 def release(spec: ReleaseSpec, ws: Workspace, services: Services, *, promote: bool = True) -> ReleaseOutcome:
-    """Run every stage in this process. Raises the first stage's error; nothing is promoted then."""
+    """Run every stage in this process.
+
+    ``<workspace>/outcome.json`` records how far the release got, also when a stage fails; the
+    first stage's error is then raised, and nothing is promoted.
+    """
     outcome = ReleaseOutcome(release_id=ws.release_id, workspace=str(ws.path))
-    intake = run_intake(spec, ws, services)
-    export = run_export(spec, ws, intake)
-    tensorrt = run_tensorrt(spec, ws, export)
-    assembled = run_assemble(spec, ws, intake, export, tensorrt)
-    outcome.canary = run_canary(spec, ws, services, intake, export, assembled)
-    if promote:
-        outcome.promoted = run_promote(spec, ws, services, export, assembled, outcome.canary)
-    atomic_write_json(ws.path / "outcome.json", outcome.to_dict())
+    try:
+        intake = run_intake(spec, ws, services)
+        export = run_export(spec, ws, intake)
+        tensorrt = run_tensorrt(spec, ws, export)
+        assembled = run_assemble(spec, ws, intake, export, tensorrt)
+        outcome.canary = run_canary(spec, ws, services, intake, export, assembled)
+        if promote:
+            outcome.promoted = run_promote(spec, ws, services, export, assembled, outcome.canary)
+    except ModelReleaseError as exc:
+        outcome.error, outcome.error_kind, outcome.error_stage = str(exc), exc.kind, exc.stage
+        if isinstance(exc, GateError) and isinstance(exc.result, CanaryResult):
+            outcome.canary = exc.result
+        raise
+    finally:
+        atomic_write_json(ws.path / "outcome.json", outcome.to_dict())
     return outcome
+
+
+@dataclass
+class ReleaseRef(_Serialisable):
+    """The small reference a release's Airflow tasks pass each other in XCom.
+
+    Stage results live in the workspace; the reference names the release, where its workspace
+    and spec are, and carries each finished stage's one-line summary (``stages``).
+    """
+
+    release_id: str
+    workspace_root: str
+    spec_path: str
+    overrides: dict[str, Any] = field(default_factory=dict)
+    promote: bool = True
+    model: str = ""
+    connections: dict[str, str] = field(default_factory=dict)
+    #: stage -> small facts of its result (digests, verdicts, paths)
+    stages: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def spec(self) -> ReleaseSpec:
+        from .spec import load_spec
+
+        return load_spec(self.spec_path, overrides=self.overrides or None)
+
+    def workspace(self) -> Workspace:
+        return Workspace(self.release_id, self.workspace_root)
+
+    def after(self, stage: str, facts: dict[str, Any]) -> "ReleaseRef":
+        """A copy with ``stage``'s facts added (XCom values are never mutated in place)."""
+        return ReleaseRef.from_dict({**self.to_dict(), "stages": {**self.stages, stage: facts}})

@@ -99,11 +99,30 @@ class ModelRef(_Strict):
         return f"models:/{self.name}@{self.alias}" if self.alias else f"models:/{self.name}/{self.version}"
 
 
+#: golden.min_rows when the spec gives none: fewer rows than this judge nothing
+DEFAULT_MIN_GOLDEN_ROWS = 100
+
+
 class GoldenSpec(_Strict):
+    """``golden``: the rows every gate replays.
+
+    ``source`` is ``input_example`` (the rows logged with the model) or ``file`` (``path``: an
+    .npz or .parquet file relative to the spec); at most ``rows`` rows are used, read
+    ``batch_rows`` at a time. ``target`` names the file's ground-truth column (class values or
+    label names for a classifier, numbers for a regressor); without it the quality gates are
+    skipped and the report says so. A golden set of fewer than ``min_rows`` rows (default 100)
+    is refused; lowering it is recorded in the report. NaN or infinite inputs are refused unless
+    ``allow_nonfinite_inputs`` is true (for models that take missing values).
+    """
+
     source: Literal["input_example", "file"] = "input_example"
     path: str | None = None
     rows: int = Field(4096, ge=1)
     batch_rows: int = Field(1024, ge=1)
+    target: str | None = Field(None, min_length=1)
+    min_rows: int = Field(DEFAULT_MIN_GOLDEN_ROWS, ge=1)
+    #: NaN/Inf in golden inputs are refused unless the model takes missing values (tree ensembles)
+    allow_nonfinite_inputs: bool = False
 
     @model_validator(mode="after")
     def _path_when_file(self) -> "GoldenSpec":
@@ -111,6 +130,13 @@ class GoldenSpec(_Strict):
             raise ValueError("golden.path is required when golden.source is 'file' (an .npz or .parquet file)")
         if self.path and not self.path.endswith((".npz", ".parquet")):
             raise ValueError(f"golden.path {self.path!r} must end in .npz or .parquet")
+        if self.target is not None and self.source != "file":
+            raise ValueError(
+                f"golden.target {self.target!r} names a ground-truth column, which only a golden file has; "
+                "set golden.source: file and golden.path (an .npz or .parquet file holding the inputs and the target)"
+            )
+        if self.min_rows > self.rows:
+            raise ValueError(f"golden.min_rows {self.min_rows} exceeds golden.rows {self.rows}; raise golden.rows")
         return self
 
 
@@ -243,7 +269,78 @@ class RepositorySpec(_Strict):
         return self
 
 
+class MetricGate(_Strict):
+    """One quality gate on a metric of the served outputs against ground truth.
+
+    ``threshold``, ``min_absolute_change`` and ``min_relative_change`` mean what they mean in
+    MLflow's ``MetricThreshold`` (and are checked by it): the value must reach ``threshold``; the
+    candidate must *improve* on the champion by at least the absolute / relative change.
+    ``max_absolute_drop`` and ``max_relative_drop`` bound how much *worse* than the champion the
+    candidate may be (MLflow's thresholds cannot say that). ``greater_is_better`` is known for
+    every metric; giving it is optional and must agree.
+    """
+
+    threshold: float | None = None
+    min_absolute_change: float | None = Field(None, gt=0)
+    min_relative_change: float | None = Field(None, ge=0, le=1)
+    max_absolute_drop: float | None = Field(None, ge=0)
+    max_relative_drop: float | None = Field(None, ge=0)
+    greater_is_better: bool | None = None
+
+    @field_validator("threshold", "min_absolute_change", "min_relative_change", "max_absolute_drop", "max_relative_drop")
+    @classmethod
+    def _finite(cls, v: float | None) -> float | None:
+        if v is not None and not math.isfinite(v):
+            raise ValueError("must be a finite number")
+        return v
+
+    @model_validator(mode="after")
+    def _something(self) -> "MetricGate":
+        if all(getattr(self, f) is None for f in ("threshold", "min_absolute_change", "min_relative_change",
+                                                   "max_absolute_drop", "max_relative_drop")):
+            raise ValueError("a quality gate needs at least one of threshold, min_absolute_change, min_relative_change, "
+                             "max_absolute_drop, max_relative_drop (or null to turn a default gate off)")
+        return self
+
+    @property
+    def change_gated(self) -> bool:
+        """Whether it compares with the champion (so needs one)."""
+        return any(getattr(self, f) is not None for f in ("min_absolute_change", "min_relative_change",
+                                                           "max_absolute_drop", "max_relative_drop"))
+
+
+#: the quality gates in force for a task when ``canary.quality`` does not name the metric:
+#: no more than one point of accuracy lost against production; RMSE no more than 5% worse
+DEFAULT_QUALITY_GATES: dict[str, dict[str, MetricGate]] = {
+    "classification": {"accuracy": MetricGate(max_absolute_drop=0.01)},
+    "regression": {"rmse": MetricGate(max_relative_drop=0.05)},
+}
+
+
+class ChampionGates(_Strict):
+    """``canary.champion``: how alike the candidate and the production champion must answer (no ground truth needed).
+
+    ``min_agreement``: the share of rows whose top-1 label equals the champion's (default 0.9).
+    ``max_psi``: the population stability index between the two models' predicted class
+    frequencies (default 0.25, the usual "significant shift" mark). ``max_ks``: for numeric
+    predictions (regressors), the two-sample Kolmogorov-Smirnov statistic (default 0.2).
+    """
+
+    min_agreement: float = Field(0.9, ge=0, le=1)
+    max_psi: float = Field(0.25, ge=0)
+    max_ks: float = Field(0.2, ge=0, le=1)
+
+
 class CanarySpec(_Strict):
+    """``canary``: how the candidate is served and judged.
+
+    ``tolerances`` / ``min_label_agreement``: parity of the served outputs with the native model.
+    ``quality``: gates on ground truth, metric name -> :class:`MetricGate` (null turns a default
+    off), merged over :data:`DEFAULT_QUALITY_GATES`. ``champion``: :class:`ChampionGates`.
+    ``concurrency``, ``batch_rows``: the replay; ``p99_ms``: an absolute latency SLO;
+    ``expectations``: the great-expectations suite over the outputs.
+    """
+
     tolerances: Tolerances = Tolerances()
     min_label_agreement: float = Field(1.0, ge=0, le=1)
     concurrency: int = Field(4, ge=1, le=256)
@@ -251,12 +348,46 @@ class CanarySpec(_Strict):
     p99_ms: float | None = Field(None, gt=0)
     expectations: bool = True
     ready_timeout_s: float = Field(60, gt=0)
+    quality: dict[str, MetricGate | None] = {}
+    champion: ChampionGates = ChampionGates()
+
+    @field_validator("quality")
+    @classmethod
+    def _known_metrics(cls, v: dict[str, MetricGate | None]) -> dict[str, MetricGate | None]:
+        from .metrics import METRICS
+
+        for name, gate in v.items():
+            metric = METRICS.get(name)
+            if metric is None:
+                raise ValueError(f"canary.quality.{name} is not a metric; valid: {', '.join(METRICS)}")
+            if gate is not None and gate.greater_is_better is not None and gate.greater_is_better != metric.greater_is_better:
+                raise ValueError(
+                    f"canary.quality.{name}.greater_is_better is {gate.greater_is_better} but for {name} "
+                    f"{'greater' if metric.greater_is_better else 'lower'} is better; leave greater_is_better out"
+                )
+        return v
+
+    def quality_gates(self, task: str) -> dict[str, MetricGate]:
+        """The gates in force for ``classification`` or ``regression``: defaults, then the spec's."""
+        from .metrics import METRICS
+
+        gates = dict(DEFAULT_QUALITY_GATES.get(task, {}))
+        for name, gate in self.quality.items():
+            if METRICS[name].task != task:
+                continue
+            if gate is None:
+                gates.pop(name, None)
+            else:
+                gates[name] = gate
+        return gates
 
 
 class PromoteSpec(_Strict):
     store: str = "s3://model-store/releases"
     channel: str = "production"
     mlflow_alias: str | None = "production"
+    #: acknowledges an interface break against the production champion: the reason, recorded in the manifest
+    breaking_change: str | None = Field(None, min_length=1)
 
     @field_validator("mlflow_alias")
     @classmethod

@@ -3,6 +3,9 @@
 Each stage reads the previous stage's result and the release workspace, never another stage's
 internals. Results are small and JSON-serialisable (``to_dict`` / ``from_dict``) so Airflow can
 carry them in XCom; large artifacts stay in the workspace and are named by path and digest.
+A result carries what later stages need (paths, labels, output roles), so no stage re-derives
+another's rules, and says in one line what happened (``headline()``), which the pipeline's
+stage runner logs.
 """
 
 from __future__ import annotations
@@ -81,6 +84,10 @@ class IntakeResult(_Serialisable):
     def model_uri(self) -> str:
         return f"models:/{self.model_name}/{self.version}"
 
+    def headline(self) -> str:
+        via = f" (alias {self.alias})" if self.alias else ""
+        return f"{self.model_uri}{via}, flavor {self.flavor}, run {self.run_id or '-'}"
+
 
 @dataclass
 class ExportResult(_Serialisable):
@@ -98,6 +105,14 @@ class ExportResult(_Serialisable):
     converter: dict[str, str] = field(default_factory=dict)
     cached: bool = False
     reproduce: str | None = None
+    #: parity.json: the parity figures, the golden set's origin and notes
+    parity_report: str = ""
+    #: truth.npz (``target``: the ground truth of each golden row) when the spec names golden.target
+    truth_path: str = ""
+
+    def headline(self) -> str:
+        how = self.converter.get("parity") or f"checked on {self.golden_rows} golden rows"
+        return f"ONNX opset {self.opset} passed parity ({how}){'; cached ONNX reused' if self.cached else ''}"
 
 
 @dataclass
@@ -112,6 +127,9 @@ class TensorRTResult(_Serialisable):
     environment: dict[str, str] = field(default_factory=dict)
     parity: dict[str, dict[str, Any]] = field(default_factory=dict)
 
+    def headline(self) -> str:
+        return f"built {self.plan_path} ({self.precision})" if self.built else f"no plan: {self.reason}"
+
 
 @dataclass
 class AssembleResult(_Serialisable):
@@ -123,6 +141,15 @@ class AssembleResult(_Serialisable):
     load_order: list[str]
     models: dict[str, int]
     warnings: list[str] = field(default_factory=list)
+    #: role -> the entry model's output that plays it (see :mod:`model_release.roles`)
+    roles: dict[str, str] = field(default_factory=dict)
+    #: the label names the classifier answers, in class order (None for other shapes)
+    labels: list[str] | None = None
+    #: the native class values, in the same order as ``labels`` (the reference holds these)
+    classes: list[Any] | None = None
+
+    def headline(self) -> str:
+        return f"{len(self.models)} models, entry {self.entry_model}, load order {self.load_order}"
 
 
 @dataclass
@@ -135,6 +162,9 @@ class CanaryResult(_Serialisable):
     summary: str
     figures: dict[str, Any] = field(default_factory=dict)
     server: dict[str, Any] = field(default_factory=dict)
+
+    def headline(self) -> str:
+        return self.summary
 
 
 @dataclass
@@ -151,3 +181,7 @@ class PromoteResult(_Serialisable):
     uploaded: int = 0
     skipped: int = 0
     mlflow_alias: str | None = None
+
+    def headline(self) -> str:
+        return (f"{self.release_id} -> {self.release_prefix} (channel {self.channel}, was {self.previous_release}; "
+                f"{self.objects} objects, {self.uploaded} uploaded, {self.skipped} already there)")

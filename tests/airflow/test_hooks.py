@@ -76,3 +76,20 @@ def test_user_errors_fail_the_task_without_retry_and_infra_errors_retry() -> Non
         bad_spec()
     with pytest.raises(ServiceUnavailable):
         server_down()
+
+
+def test_a_connection_that_cannot_be_read_is_an_outage_not_an_absent_connection(monkeypatch) -> None:
+    """Only "not defined" means absent; a failing secrets backend must not silently fall back to the
+    embedded Triton or to $MLFLOW_TRACKING_URI."""
+    from airflow.sdk import BaseHook
+
+    def broken(conn_id: str):  # noqa: ANN202
+        raise RuntimeError("vault at https://user:hunter2@vault.internal timed out")
+
+    monkeypatch.setattr(BaseHook, "get_connection", staticmethod(broken))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:////tmp/should-not-be-used.db")
+    for call in (lambda: TritonCanaryHook("triton_canary").endpoint(), lambda: MlflowHook("mlflow_default").tracking_uri()):
+        with pytest.raises(ServiceUnavailable) as caught:
+            call()
+        assert "could not be read (RuntimeError)" in str(caught.value)
+        assert "hunter2" not in str(caught.value) and caught.value.__cause__ is None

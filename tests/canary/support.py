@@ -177,5 +177,6 @@ def make_release(
     order = load_order or [LEAF, f"{name}_post", name]
     assembled = AssembleResult(
         repository_dir=str(repo), manifest_path="", entry_model=name, load_order=order, models={m: 1 for m in order},
+        roles={"probabilities": "probabilities", "label": "label"}, labels=list(LABELS), classes=[0, 1, 2],
     )
     return IrisRelease(spec, intake, export, assembled, ws, reference, golden)

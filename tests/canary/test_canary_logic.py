@@ -11,27 +11,23 @@ import numpy as np
 import pytest
 
 from model_release.canary.client import replay
-from model_release.canary.compare import compare_with_baseline, compare_with_reference, label_set
+from model_release.canary.compare import Interface, compare_with_baseline, compare_with_reference
 from model_release.canary.expect import failures, run_expectations
 from model_release.canary.report import render_html, verdict, write_reports
 from model_release.errors import CanaryRejected
-from model_release.spec import parse_spec
-from model_release.types import IntakeResult, TensorSpec
+from model_release.spec import Tolerances
+
+LABELS = ["setosa", "versicolor", "virginica"]
+CLASSIFIER = {"probabilities": "probabilities", "label": "label"}
 
 
-def _spec(**overrides):  # noqa: ANN003
-    data = {"name": "iris", "model": {"name": "m", "alias": "candidate"},
-            "repository": {"shape": "classifier", "labels": ["setosa", "versicolor", "virginica"]}}
-    for key, value in overrides.items():
-        data[key] = value
-    return parse_spec(data)
+def _classifier(classes=(0, 1, 2), labels=LABELS) -> Interface:  # noqa: ANN001
+    """How the assembler describes a classifier ensemble that answers label names."""
+    return Interface(CLASSIFIER, list(labels) if labels is not None else None, list(classes) if classes else None)
 
 
-def _intake(classes=(0, 1, 2)) -> IntakeResult:  # noqa: ANN001
-    return IntakeResult(
-        model_name="m", version="1", alias="candidate", run_id=None, source="s", flavor="sklearn", model_dir="/x",
-        inputs=[TensorSpec("x", "FP32", (-1, 4))], outputs=[], content_digest="0", classes=list(classes) if classes else None,
-    )
+def _reference(interface, reference, candidate, *, agreement=1.0):  # noqa: ANN001, ANN202
+    return compare_with_reference(interface, Tolerances(), agreement, reference, candidate)
 
 
 class FakeModel:
@@ -85,13 +81,12 @@ def test_replay_refuses_a_golden_set_with_ragged_inputs():
 
 
 def test_classifier_labels_are_compared_top1_by_name_and_probabilities_numerically():
-    spec = _spec(canary={"min_label_agreement": 0.5})
     reference = {"label": np.array([0, 2, 1], dtype=np.int64),
                  "probabilities": np.array([[0.9, 0.05, 0.05], [0.1, 0.1, 0.8], [0.2, 0.7, 0.1]], dtype=np.float32)}
     candidate = {"label": np.array([[b"setosa", b"versicolor"], [b"virginica", b"setosa"], [b"setosa", b"versicolor"]], dtype=object),
                  "probabilities": reference["probabilities"] + np.float32(1e-7)}
 
-    parity, unmatched = compare_with_reference(spec, _intake(), reference, candidate)
+    parity, unmatched = _reference(_classifier(), reference, candidate, agreement=0.5)
 
     label = parity.outputs["label"]
     assert label.kind == "label" and label.agreement == pytest.approx(2 / 3) and label.worst_rows == [2]
@@ -100,36 +95,35 @@ def test_classifier_labels_are_compared_top1_by_name_and_probabilities_numerical
 
 
 def test_class_values_map_through_the_models_classes_not_their_position():
-    spec = _spec()
     reference = {"label": np.array([20, 10], dtype=np.int64)}
     candidate = {"label": np.array([[b"virginica"], [b"setosa"]], dtype=object), "probabilities": np.zeros((2, 3), np.float32)}
-    parity, _ = compare_with_reference(spec, _intake(classes=(10, 15, 20)), reference, candidate)
+    parity, _ = _reference(_classifier(classes=(10, 15, 20)), reference, candidate)
     assert parity.outputs["label"].agreement == 1.0
 
 
-def test_without_labels_class_values_compare_as_text():
-    spec = parse_spec({"name": "iris", "model": {"name": "m", "alias": "c"}})
+def test_labels_named_after_the_classes_compare_class_values_as_text():
+    # the assembler names labels str(class) when the spec gives none
+    interface = _classifier(classes=(0, 1), labels=["0", "1"])
     reference = {"label": np.array([1, 0])}
     candidate = {"label": np.array([[b"1"], [b"1"]], dtype=object), "probabilities": np.zeros((2, 2), np.float32)}
-    parity, _ = compare_with_reference(spec, _intake(classes=(0, 1)), reference, candidate)
+    parity, _ = _reference(interface, reference, candidate)
     assert parity.outputs["label"].agreement == 0.5 and not parity.passed
-    assert label_set(spec, _intake(classes=(0, 1))) == ["0", "1"]
+    assert interface.label_set() == ["0", "1"]
+    assert Interface(CLASSIFIER, None, [0, 1]).label_set() == ["0", "1"]
 
 
 def test_a_classifier_without_its_outputs_or_with_mismatched_labels_is_rejected():
-    spec = _spec()
     with pytest.raises(CanaryRejected, match=r"has no output \['label'\]"):
-        compare_with_reference(spec, _intake(), {"label": np.zeros(2)}, {"probabilities": np.zeros((2, 3))})
-    with pytest.raises(CanaryRejected, match="repository.labels has 3 names but the model has 2 classes"):
-        compare_with_reference(spec, _intake(classes=(0, 1)), {"label": np.zeros(2, np.int64)},
-                               {"label": np.array([[b"a"], [b"a"]], dtype=object), "probabilities": np.zeros((2, 3))})
+        _reference(_classifier(), {"label": np.zeros(2)}, {"probabilities": np.zeros((2, 3))})
+    with pytest.raises(CanaryRejected, match="answers 3 label names but the model has 2 classes"):
+        _reference(_classifier(classes=(0, 1)), {"label": np.zeros(2, np.int64)},
+                   {"label": np.array([[b"a"], [b"a"]], dtype=object), "probabilities": np.zeros((2, 3))})
 
 
 def test_other_shapes_compare_outputs_present_on_both_sides_by_name():
-    spec = parse_spec({"name": "reg", "model": {"name": "m", "alias": "c"}, "repository": {"shape": "single"}})
     reference = {"score": np.array([[1.0], [2.0]], np.float32), "bucket": np.array([3, 4]), "only_native": np.zeros(2)}
     candidate = {"score": np.array([[1.0], [2.5]], np.float32), "bucket": np.array([3, 4]), "only_served": np.zeros(2)}
-    parity, unmatched = compare_with_reference(spec, _intake(), reference, candidate)
+    parity, unmatched = _reference(Interface({}), reference, candidate)
     assert set(parity.outputs) == {"score", "bucket"}
     assert parity.outputs["bucket"].kind == "label" and parity.outputs["bucket"].passed
     assert parity.outputs["score"].failing_rows == 1 and parity.outputs["score"].max_abs == pytest.approx(0.5)
@@ -138,7 +132,7 @@ def test_other_shapes_compare_outputs_present_on_both_sides_by_name():
 
 def test_baseline_class_values_are_named_before_agreement_is_counted():
     out = compare_with_baseline(
-        _spec(), _intake(),
+        _classifier(),
         {"label": np.array([0, 1, 2, 2]), "probabilities": np.full((4, 3), 0.5, np.float32)},
         {"label": np.array([[b"setosa"], [b"versicolor"], [b"virginica"], [b"setosa"]], dtype=object),
          "probabilities": np.full((4, 3), 0.25, np.float32)},
@@ -149,12 +143,8 @@ def test_baseline_class_values_are_named_before_agreement_is_counted():
 
 
 def test_verdict_names_each_failed_gate_with_its_spec_field():
-    spec = _spec()
     reference = {"probabilities": np.array([[0.5, 0.5]], np.float32)}
-    parity, _ = compare_with_reference(
-        parse_spec({"name": "n", "model": {"name": "m", "alias": "c"}, "repository": {"shape": "single"}}),
-        _intake(), reference, {"probabilities": np.array([[0.6, 0.4]], np.float32)},
-    )
+    parity, _ = _reference(Interface({}), reference, {"probabilities": np.array([[0.6, 0.4]], np.float32)})
     timing = {"p99_ms": 12.5, "requests": 10, "batch_rows": 32, "concurrency": 4}
     expectations = {"results": [{"expectation": "expect_column_values_to_be_in_set", "column": "label",
                                  "kwargs": {"value_set": ["a"]}, "success": False, "rows": 5,
@@ -167,7 +157,6 @@ def test_verdict_names_each_failed_gate_with_its_spec_field():
     assert "p99 latency 12.500 ms" in reasons[1] and "canary.p99_ms 10 ms" in reasons[1]
     assert "on column 'label'" in reasons[2] and "2 of 5 rows" in reasons[2]
     assert verdict(None, timing, 20.0, {"results": []}) == (True, [])
-    assert spec.canary.p99_ms is None
 
 
 def test_the_html_report_is_self_contained_and_escapes_what_it_shows(tmp_path):

@@ -8,13 +8,19 @@ import math
 import numpy as np
 import pytest
 
-from model_release.canary import run_canary
+from model_release.canary import run_canary as canary_stage
+from model_release.pipeline import run_stage
 from model_release.errors import CanaryRejected
 from model_release.types import CanaryResult
 
 from .support import LABELS, make_release
 
 pytestmark = pytest.mark.integration
+
+
+def run_canary(spec, intake, export, assembled, ws, **kwargs):  # noqa: ANN001, ANN003, ANN201
+    """The canary stage as the pipeline runs it: through the stage runner, which saves its result."""
+    return run_stage(ws, "canary", canary_stage, spec, intake, export, assembled, ws, **kwargs)
 
 
 def _report(release) -> dict:  # noqa: ANN001

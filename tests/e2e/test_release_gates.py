@@ -6,6 +6,7 @@ SQLite, the moto S3 server over HTTP, and the real tritonserver for the canary.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -16,6 +17,7 @@ from model_release.demo import train_iris
 from model_release.errors import CanaryRejected, IntakeError, ParityError, SpecError
 from model_release.pipeline import Services, release
 from model_release.spec import load_spec
+from model_release.types import CanaryResult
 from model_release.store import open_store
 from model_release.workspace import Workspace, new_release_id
 
@@ -63,6 +65,11 @@ def test_canary_outputs_beyond_tolerance_block_the_release(stack, gated_model, t
     message = str(err.value)
     assert 'output "probabilities"' in message and "atol 0" in message
     assert (ws.path / "canary" / "report.json").is_file(), "a blocked canary still leaves its report"
+    # the release records why it stopped, and the canary's (rejected) result is saved like any other
+    outcome = json.loads((ws.path / "outcome.json").read_text())
+    assert (outcome["error"], outcome["error_stage"], outcome["error_kind"]) == (message, "canary", "canary")
+    assert outcome["canary"]["passed"] is False and outcome["promoted"] is None
+    assert ws.load_result("canary", CanaryResult).passed is False
     _nothing_promoted(stack, "blocked-canary")
 
 

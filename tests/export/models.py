@@ -64,7 +64,12 @@ class Registry:
 
 def make_spec(model_name: str, *, alias: str | None = "candidate", version: int | None = None,
               base_dir: Path | None = None, **sections: Any) -> ReleaseSpec:
-    """A release spec for ``model_name`` with the given sections (``export={...}``, ``golden={...}``)."""
+    """A release spec for ``model_name`` with the given sections (``export={...}``, ``golden={...}``).
+
+    Export tests convert small golden sets on purpose (fast, and the point is parity): the spec
+    lowers golden.min_rows to 1 unless the test sets it.
+    """
+    sections["golden"] = {"min_rows": 1, **sections.get("golden", {})}
     model: dict[str, Any] = {"name": model_name}
     if version is not None:
         model["version"] = version

@@ -18,6 +18,7 @@ from model_release.errors import ExportError, ParityError, SpecError
 from model_release.export import export
 from model_release.export.base import converter_for
 from model_release.intake import resolve
+from model_release.pipeline import run_stage
 from model_release.workspace import Workspace
 
 from .altering import THRESHOLD, AlteringConverter
@@ -29,7 +30,7 @@ def run_release(registry: Registry, root: Path, model_name: str, converters: Any
     spec = make_spec(model_name, base_dir=root, **{"export": {"cache": False}, **sections})
     ws = Workspace("blocked", root=root)
     intake = resolve(spec, ws, tracking_uri=registry.uri)
-    return ws, lambda: export(spec, intake, ws, converters=converters)
+    return ws, lambda: run_stage(ws, "export", export, spec, intake, ws, converters=converters)
 
 
 def hit_rows(x: np.ndarray) -> np.ndarray:

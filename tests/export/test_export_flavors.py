@@ -14,8 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from model_release.export import export
-from model_release.intake import resolve
+from model_release.pipeline import Services, run_export, run_intake
 from model_release.types import ExportResult
 from model_release.workspace import Workspace, sha256_file
 
@@ -27,8 +26,8 @@ pytestmark = pytest.mark.integration
 def release(registry: Registry, root: Path, model_name: str, release_id: str = "r1", **sections: Any):
     spec = make_spec(model_name, base_dir=root, **sections)
     ws = Workspace(release_id, root=root)
-    intake = resolve(spec, ws, tracking_uri=registry.uri)
-    return spec, intake, ws, export(spec, intake, ws)
+    intake = run_intake(spec, ws, Services(tracking_uri=registry.uri))
+    return spec, intake, ws, run_export(spec, ws, intake)
 
 
 def run_onnx(result: ExportResult, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

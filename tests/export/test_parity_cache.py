@@ -19,6 +19,7 @@ import pytest
 from model_release.errors import ParityError
 from model_release.export import cache, export, paritycache
 from model_release.intake import resolve
+from model_release.pipeline import Services, run_export, run_intake
 from model_release.types import ExportResult, IntakeResult
 from model_release.workspace import Workspace, sha256_file
 
@@ -65,8 +66,9 @@ def test_second_release_of_an_unchanged_model_reuses_the_onnx_file_and_the_parit
     name, model, _ = breast_cancer
     spec = make_spec(name, base_dir=ws_root)
     ws1, ws2 = Workspace("first", root=ws_root), Workspace("second", root=ws_root)
-    first = export(spec, resolve(spec, ws1, tracking_uri=registry.uri), ws1)
-    second = export(spec, resolve(spec, ws2, tracking_uri=registry.uri), ws2)
+    services = Services(tracking_uri=registry.uri)
+    first = run_export(spec, ws1, run_intake(spec, ws1, services))
+    second = run_export(spec, ws2, run_intake(spec, ws2, services))
 
     assert (first.cached, second.cached) == (False, True)
     assert first.converter["parity"] == "checked on 100 golden rows"
@@ -89,7 +91,8 @@ def test_a_fully_cached_export_imports_neither_onnxruntime_nor_the_models_framew
     name = breast_cancer[0]
     spec = make_spec(name, base_dir=ws_root)
     ws = Workspace("first", root=ws_root)
-    export(spec, resolve(spec, ws, tracking_uri=registry.uri), ws)
+    intake = run_intake(spec, ws, Services(tracking_uri=registry.uri))  # saves intake.json, which the child reads
+    export(spec, intake, ws)
     code = (
         "import json, sys\n"
         "from model_release.export import export\n"

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 from model_release.errors import IntakeError
-from model_release.intake import content_digest, resolve, schema_to_specs, triton_name
+from model_release.intake import content_digest, schema_to_specs
+from model_release.pipeline import Services, run_intake
+from model_release.mlmodel import triton_name
 from model_release.types import IntakeResult, TensorSpec
 from model_release.workspace import Workspace
 from tests.export.models import Registry, iris, make_spec
@@ -32,7 +34,7 @@ def iris_versions(registry: Registry) -> list[str]:
 
 def intake_of(registry: Registry, tmp_path, release: str = "r1", **model) -> IntakeResult:
     spec = make_spec(model.pop("name", "iris-lr"), **model)
-    return resolve(spec, Workspace(release, root=tmp_path), tracking_uri=registry.uri)
+    return run_intake(spec, Workspace(release, root=tmp_path), Services(tracking_uri=registry.uri))
 
 
 def test_alias_resolves_to_one_version_with_lineage(registry, iris_versions, tmp_path):

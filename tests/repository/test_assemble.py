@@ -149,7 +149,12 @@ def test_manifest_names_every_file_with_its_digest(onnx_models, tmp_path):
     assert manifest["model"]["run_id"] == "abc123" and manifest["model"]["metrics"] == {"accuracy": 0.97}
     assert manifest["spec"]["repository"]["preprocess"] is True
     assert manifest["export"]["onnx_sha256"] == sha256_file(onnx_models["lr"])
-    assert manifest["repository"] == {"entry_model": "iris", "load_order": result.load_order, "models": result.models}
+    assert manifest["repository"] == {
+        "entry_model": "iris", "load_order": result.load_order, "models": result.models,
+        # how to read the entry model's outputs, for the canary of a later release judging this one as champion
+        "roles": {"label": "label", "probabilities": "probabilities"}, "labels": ["0", "1", "2"], "classes": [0, 1, 2],
+    }
+    assert (result.roles, result.labels, result.classes) == (manifest["repository"]["roles"], ["0", "1", "2"], [0, 1, 2])
     on_disk = sorted(p.relative_to(release_dir).as_posix() for p in release_dir.rglob("*") if p.is_file())
     assert sorted(manifest["files"]) == [p for p in on_disk if p != "release.json"]
     assert "models/iris_model/1/model.onnx" in manifest["files"]

@@ -16,15 +16,28 @@ import os
 from typing import Any
 
 from airflow.sdk import BaseHook
+from airflow.sdk.exceptions import AirflowNotFoundException
 
 from ..errors import ServiceUnavailable
 
 
 def _connection(conn_id: str) -> Any | None:
+    """The connection, or None when it is not defined.
+
+    Raises:
+        ServiceUnavailable: it could not be read (a secrets backend or the API server failed); the
+            message names the connection and the error's type only, never its text, which may
+            carry the connection's URI.
+    """
     try:
         return BaseHook.get_connection(conn_id)
-    except Exception:  # AirflowNotFoundException moved between versions; absence is what matters
+    except AirflowNotFoundException:
         return None
+    except Exception as exc:  # noqa: BLE001 - converted at the boundary
+        raise ServiceUnavailable(
+            f"Airflow connection {conn_id!r} could not be read ({type(exc).__name__}); check the secrets backend "
+            "or the Airflow API server, then retry"
+        ) from None
 
 
 class MlflowHook(BaseHook):

@@ -1,10 +1,9 @@
 """Task bodies for the release DAG: each reads the release reference, runs one stage, returns it.
 
-A *release reference* is the small JSON dict that travels in XCom::
-
-    {"release_id": ..., "workspace_root": ..., "spec_path": ..., "overrides": {...}, <stage>: {summary}}
-
-Stage results themselves live in the release workspace; a retried task finds them there.
+A *release reference* (:class:`~model_release.pipeline.ReleaseRef`) is the small JSON dict that
+travels in XCom: the release id, where its workspace and spec are, the trigger's overrides, and
+each finished stage's facts under ``stages``. Stage results themselves live in the release
+workspace; a retried task finds them there.
 """
 
 from __future__ import annotations
@@ -20,10 +19,11 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from ..errors import UserError
 
-from ..pipeline import Services
-from ..spec import ReleaseSpec, load_spec
+from ..names import check_release_id
+from ..pipeline import ReleaseRef, Services
+from ..spec import load_spec
 from ..types import AssembleResult, CanaryResult, ExportResult, IntakeResult, TensorRTResult
-from ..workspace import Workspace, check_release_id
+from ..workspace import Workspace
 from .hooks import MlflowHook, ModelStoreHook, TritonCanaryHook
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -48,16 +48,8 @@ def no_retry_on_user_error(fn: F) -> F:
 HOME = Path(os.environ.get("MODEL_RELEASE_HOME", Path(__file__).resolve().parents[3]))
 
 
-def _spec(ref: dict[str, Any]) -> ReleaseSpec:
-    return load_spec(ref["spec_path"], overrides=ref.get("overrides") or None)
-
-
-def _ws(ref: dict[str, Any]) -> Workspace:
-    return Workspace(ref["release_id"], ref["workspace_root"])
-
-
-def _services(ref: dict[str, Any], *, store: bool = False, triton: bool = False) -> Services:
-    conns = ref.get("connections", {})
+def _services(ref: ReleaseRef, *, store: bool = False, triton: bool = False) -> Services:
+    conns = ref.connections
     return Services(
         tracking_uri=MlflowHook(conns.get("mlflow_conn_id", MlflowHook.default_conn_name)).tracking_uri(),
         open_store=ModelStoreHook(conns.get("aws_conn_id", ModelStoreHook.default_conn_name)).open_store if store else None,
@@ -72,9 +64,9 @@ def start(params: dict[str, Any], run_id: str, run_after: Any) -> dict[str, Any]
     if not spec_path.is_absolute():
         spec_path = HOME / spec_path
     overrides: dict[str, Any] = {}
-    if params.get("version"):
-        overrides["model.version"] = int(params["version"])
-    elif params.get("alias"):
+    if params.get("version") is not None:
+        overrides["model.version"] = params["version"]
+    elif params.get("alias") is not None:
         overrides["model.alias"] = params["alias"]
     spec = load_spec(spec_path, overrides=overrides or None)
     if params.get("release_id"):
@@ -82,78 +74,82 @@ def start(params: dict[str, Any], run_id: str, run_after: Any) -> dict[str, Any]
     else:
         digest = hashlib.sha256(run_id.encode()).hexdigest()[:4]
         release_id = f"{spec.name}-{run_after:%Y%m%dT%H%M%SZ}-{digest}"
-    return {
-        "release_id": release_id,
-        "workspace_root": str(Path(params.get("workspace") or os.environ.get("MODEL_RELEASE_WORKSPACE") or HOME / ".work" / "workspace").resolve()),
-        "spec_path": str(spec_path),
-        "overrides": overrides,
-        "promote": bool(params.get("promote", True)),
-        "model": spec.model.uri,
-    }
+    root = params.get("workspace") or os.environ.get("MODEL_RELEASE_WORKSPACE") or HOME / ".work" / "workspace"
+    return ReleaseRef(
+        release_id=release_id, workspace_root=str(Path(root).resolve()), spec_path=str(spec_path),
+        overrides=overrides, promote=bool(params.get("promote", True)), model=spec.model.uri,
+    ).to_dict()
 
 
 @no_retry_on_user_error
-def intake(ref: dict[str, Any]) -> dict[str, Any]:
+def intake(data: dict[str, Any]) -> dict[str, Any]:
     from ..pipeline import run_intake
 
-    result = run_intake(_spec(ref), _ws(ref), _services(ref))
-    return {**ref, "intake": {"model": result.model_uri, "run_id": result.run_id, "digest": result.content_digest}}
+    ref = ReleaseRef.from_dict(data)
+    result = run_intake(ref.spec(), ref.workspace(), _services(ref))
+    return ref.after("intake", {"model": result.model_uri, "run_id": result.run_id, "digest": result.content_digest}).to_dict()
 
 
 @no_retry_on_user_error
-def export(ref: dict[str, Any]) -> dict[str, Any]:
+def export(data: dict[str, Any]) -> dict[str, Any]:
     from ..pipeline import run_export
 
-    ws = _ws(ref)
-    result = run_export(_spec(ref), ws, _required(ws, "intake", IntakeResult))
-    return {**ref, "export": {"onnx_sha256": result.onnx_sha256, "cached": result.cached, "golden_rows": result.golden_rows}}
+    ref = ReleaseRef.from_dict(data)
+    ws = ref.workspace()
+    result = run_export(ref.spec(), ws, _required(ws, "intake", IntakeResult))
+    return ref.after("export", {"onnx_sha256": result.onnx_sha256, "cached": result.cached, "golden_rows": result.golden_rows}).to_dict()
 
 
 @no_retry_on_user_error
-def tensorrt(ref: dict[str, Any]) -> dict[str, Any]:
+def tensorrt(data: dict[str, Any]) -> dict[str, Any]:
     from ..pipeline import run_tensorrt
 
-    ws = _ws(ref)
-    result = run_tensorrt(_spec(ref), ws, _required(ws, "export", ExportResult))
-    return {**ref, "tensorrt": {"built": result.built, "reason": result.reason, "plan_sha256": result.plan_sha256}}
+    ref = ReleaseRef.from_dict(data)
+    ws = ref.workspace()
+    result = run_tensorrt(ref.spec(), ws, _required(ws, "export", ExportResult))
+    return ref.after("tensorrt", {"built": result.built, "reason": result.reason, "plan_sha256": result.plan_sha256}).to_dict()
 
 
 @no_retry_on_user_error
-def assemble(ref: dict[str, Any]) -> dict[str, Any]:
+def assemble(data: dict[str, Any]) -> dict[str, Any]:
     from ..pipeline import run_assemble
 
-    ws = _ws(ref)
+    ref = ReleaseRef.from_dict(data)
+    ws = ref.workspace()
     result = run_assemble(
-        _spec(ref), ws, _required(ws, "intake", IntakeResult), _required(ws, "export", ExportResult),
+        ref.spec(), ws, _required(ws, "intake", IntakeResult), _required(ws, "export", ExportResult),
         ws.load_result("tensorrt", TensorRTResult),
     )
-    return {**ref, "repository": {"entry_model": result.entry_model, "models": result.models, "warnings": len(result.warnings)}}
+    return ref.after("repository", {"entry_model": result.entry_model, "models": result.models, "warnings": len(result.warnings)}).to_dict()
 
 
 @no_retry_on_user_error
-def canary(ref: dict[str, Any]) -> dict[str, Any]:
+def canary(data: dict[str, Any]) -> dict[str, Any]:
     from ..pipeline import run_canary
 
-    ws = _ws(ref)
+    ref = ReleaseRef.from_dict(data)
+    ws = ref.workspace()
     result = run_canary(
-        _spec(ref), ws, _services(ref, triton=True), _required(ws, "intake", IntakeResult),
+        ref.spec(), ws, _services(ref, triton=True), _required(ws, "intake", IntakeResult),
         _required(ws, "export", ExportResult), _required(ws, "repository", AssembleResult),
     )
-    return {**ref, "canary": {"passed": result.passed, "summary": result.summary, "report": result.report_json}}
+    return ref.after("canary", {"passed": result.passed, "summary": result.summary, "report": result.report_json}).to_dict()
 
 
 @no_retry_on_user_error
-def promote(ref: dict[str, Any]) -> dict[str, Any]:
+def promote(data: dict[str, Any]) -> dict[str, Any]:
+    """Promote the release; returns the reference with ``stages["promote"]`` the PromoteResult (None: not asked to)."""
     from ..pipeline import run_promote
 
-    ws = _ws(ref)
-    if not ref.get("promote", True):
-        return {**ref, "promoted": None}
+    ref = ReleaseRef.from_dict(data)
+    ws = ref.workspace()
+    if not ref.promote:
+        return ref.after("promote", {}).to_dict()
     result = run_promote(
-        _spec(ref), ws, _services(ref, store=True), _required(ws, "export", ExportResult),
+        ref.spec(), ws, _services(ref, store=True), _required(ws, "export", ExportResult),
         _required(ws, "repository", AssembleResult), _required(ws, "canary", CanaryResult),
     )
-    return {**ref, "promoted": result.to_dict()}
+    return ref.after("promote", result.to_dict()).to_dict()
 
 
 def _required(ws: Workspace, stage: str, cls: type) -> Any:

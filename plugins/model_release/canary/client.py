@@ -88,10 +88,10 @@ def replay(
         ServiceUnavailable: the server could not be reached.
     """
     if not golden:
-        raise CanaryRejected("the golden set has no inputs; re-run the export stage", stage="canary")
+        raise CanaryRejected("the golden set has no inputs; re-run the export stage")
     rows = {name: len(a) for name, a in golden.items()}
     if len(set(rows.values())) != 1:
-        raise CanaryRejected(f"golden inputs have different row counts {rows}; re-run the export stage", stage="canary")
+        raise CanaryRejected(f"golden inputs have different row counts {rows}; re-run the export stage")
     n = next(iter(rows.values()))
     starts = list(range(0, n, batch_rows))
     local = threading.local()
@@ -166,7 +166,6 @@ class TritonHttpClient:
                 raise CanaryRejected(
                     f'the golden set has no input "{name}" for model "{self.model}"; it has {sorted(inputs)}. '
                     "The golden set must be keyed by the entry model's input names; re-run the export stage.",
-                    stage="canary",
                 )
             array = np.asarray(inputs[name])
             array = array.astype(numpy_from_triton(datatype), copy=False) if datatype != "BYTES" else array.astype(object)
@@ -178,13 +177,12 @@ class TritonHttpClient:
             result = self._client.infer(self.model, req, outputs=wanted)
         except InferenceServerException as exc:
             raise CanaryRejected(
-                f'model "{self.model}" answered a golden-set request with an error: {exc.message()}', stage="canary"
+                f'model "{self.model}" answered a golden-set request with an error: {exc.message()}'
             ) from None
         except (ConnectionError, OSError) as exc:
             raise ServiceUnavailable(
                 f"Triton at {self.url} could not be reached while replaying the golden set through {self.model!r}: "
                 f"{exc}; check that the server is up",
-                stage="canary",
             ) from None
         return {o: result.as_numpy(o) for o in self.outputs}
 

@@ -1,48 +1,69 @@
 """What the canary's outputs are compared with, and how.
 
-The native reference (``export.reference_path``) holds the native model's outputs on the golden set.
-For the ``classifier`` shape the served ensemble answers ``probabilities`` (FP32 [N, C]) and
-``label`` (BYTES [N, top_k], names best first) while the reference has ``probabilities`` and the
-native class values (e.g. int64 [N]): class values are mapped to names (``repository.labels[i]``
-for ``intake.classes[i]``, else ``str(class)``) and the top-1 label is compared by agreement.
-For other shapes every output present on both sides is compared by name: floating outputs
-numerically (atol/rtol), the rest by agreement.
+The assembler's result says how to read the entry model's outputs (:class:`Interface`): which
+output plays which role (:mod:`model_release.roles`), the label names it answers and the native
+class values they stand for. When the served label holds names (the ``classifier`` shape: BYTES
+[N, top_k], best first), the reference's class values are mapped to names (``labels[i]`` for
+``classes[i]``) and the top-1 label is compared by agreement; the class scores numerically.
+Otherwise every output present on both sides is compared by name: label outputs (the one rule in
+:func:`model_release.roles.is_label_array`) by agreement, the rest with atol/rtol.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ..errors import CanaryRejected
 from ..parity import ParityAccumulator, ParityReport
-from ..spec import ReleaseSpec
-from ..types import IntakeResult
+from ..roles import LABEL, PROBABILITIES, is_label_array
+from ..spec import Tolerances
+from ..types import AssembleResult
 
 
-def class_names(spec: ReleaseSpec, intake: IntakeResult) -> dict[str, str] | None:
-    """Class value (as text) -> label name, or None when the spec names no labels."""
-    labels = spec.repository.labels
-    if not labels:
-        return None
-    classes = intake.classes if intake.classes is not None else list(range(len(labels)))
-    if len(classes) != len(labels):
-        raise CanaryRejected(
-            f"repository.labels has {len(labels)} names but the model has {len(classes)} classes {classes!r}; "
-            "give one label per class in the release spec",
-            stage="canary",
-        )
-    return {str(c): name for c, name in zip(classes, labels)}
+@dataclass(frozen=True)
+class Interface:
+    """How to read an entry model's outputs (from :class:`~model_release.types.AssembleResult`).
 
+    Attributes:
+        roles: role -> output name.
+        labels: the label names a classifier answers, in class order; None when it answers class values.
+        classes: the native class values, in the order of ``labels``.
+    """
 
-def label_set(spec: ReleaseSpec, intake: IntakeResult) -> list[str] | None:
-    """Every label the classifier may answer, or None when unknown."""
-    names = class_names(spec, intake)
-    if names:
-        return list(names.values())
-    return [str(c) for c in intake.classes] if intake.classes is not None else None
+    roles: Mapping[str, str] = field(default_factory=dict)
+    labels: list[str] | None = None
+    classes: list[Any] | None = None
+
+    @classmethod
+    def of(cls, assembled: AssembleResult) -> "Interface":
+        return cls(dict(assembled.roles), assembled.labels, assembled.classes)
+
+    @property
+    def names_labels(self) -> bool:
+        """Whether the served label output holds label names (rather than the class values themselves)."""
+        return LABEL in self.roles and self.labels is not None
+
+    def class_names(self) -> dict[str, str] | None:
+        """Class value (as text) -> label name, or None when the model answers class values."""
+        if self.labels is None:
+            return None
+        classes = self.classes if self.classes is not None else list(range(len(self.labels)))
+        if len(classes) != len(self.labels):
+            raise CanaryRejected(
+                f"the repository answers {len(self.labels)} label names but the model has {len(classes)} classes "
+                f"{classes!r}; give one label per class in repository.labels and assemble again"
+            )
+        return {str(c): name for c, name in zip(classes, self.labels)}
+
+    def label_set(self) -> list[str] | None:
+        """Every label the model may answer, as served text, or None when unknown."""
+        if self.labels is not None:
+            return list(self.labels)
+        return [str(c) for c in self.classes] if self.classes is not None else None
 
 
 def _to_text(values: np.ndarray) -> np.ndarray:
@@ -58,8 +79,7 @@ def _classes_to_names(values: np.ndarray, names: dict[str, str] | None) -> np.nd
     if unknown:
         raise CanaryRejected(
             f"the reference holds class values {unknown[:5]} that are not among the model's classes {sorted(names)}; "
-            "re-run the export stage",
-            stage="canary",
+            "re-run the export stage"
         )
     return np.array([names[t] for t in text], dtype=object)
 
@@ -71,7 +91,7 @@ def top1(values: np.ndarray) -> np.ndarray:
 
 
 def comparable(
-    spec: ReleaseSpec, intake: IntakeResult, reference: Mapping[str, np.ndarray], candidate: Mapping[str, np.ndarray]
+    interface: Interface, agreement: float, reference: Mapping[str, np.ndarray], candidate: Mapping[str, np.ndarray]
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, float], list[str]]:
     """Align reference and candidate outputs for :class:`ParityAccumulator`.
 
@@ -79,77 +99,90 @@ def comparable(
         (expected, served, label outputs with their required agreement, outputs compared on one side only).
 
     Raises:
-        CanaryRejected: the two sides share no output, or a classifier lacks probabilities or label.
+        CanaryRejected: the two sides share no output, or a classifier lacks its class scores or label.
     """
-    agreement = spec.canary.min_label_agreement
-    if spec.repository.shape == "classifier":
-        missing = [n for n in ("probabilities", "label") if n not in candidate]
-        if missing:
-            raise CanaryRejected(
-                f"the served classifier has no output {missing} (it has {sorted(candidate)}); a classifier "
-                "ensemble answers probabilities and label. Check the repository template.",
-                stage="canary",
-            )
-        expected: dict[str, np.ndarray] = {}
-        served: dict[str, np.ndarray] = {}
-        if "probabilities" in reference:
-            expected["probabilities"] = np.asarray(reference["probabilities"])
-            served["probabilities"] = np.asarray(candidate["probabilities"])
-        if "label" in reference:
-            expected["label"] = _classes_to_names(np.asarray(reference["label"]), class_names(spec, intake))
-            served["label"] = top1(candidate["label"])
-        if not expected:
-            raise CanaryRejected(
-                f"the reference has neither probabilities nor label (it has {sorted(reference)}); re-run the export stage",
-                stage="canary",
-            )
-        unmatched = sorted((set(reference) ^ set(candidate)) - {"probabilities", "label"})
-        return expected, served, {"label": agreement}, unmatched
+    if interface.names_labels:
+        return _comparable_classifier(interface, agreement, reference, candidate)
     shared = [n for n in reference if n in candidate]
     if not shared:
         raise CanaryRejected(
             f"the served model's outputs {sorted(candidate)} share no name with the reference's {sorted(reference)}; "
-            "the entry model must answer the native model's output names",
-            stage="canary",
+            "the entry model must answer the native model's output names"
         )
     expected = {n: np.asarray(reference[n]) for n in shared}
     served = {n: np.asarray(candidate[n]) for n in shared}
-    labels = {n: agreement for n in shared if expected[n].dtype.kind not in "fc"}
+    labels = {n: agreement for n in shared if is_label_array(expected[n])}
     for n in labels:
         expected[n], served[n] = top1(expected[n]), top1(served[n])
     return expected, served, labels, sorted(set(reference) ^ set(candidate))
 
 
+def _comparable_classifier(
+    interface: Interface, agreement: float, reference: Mapping[str, np.ndarray], candidate: Mapping[str, np.ndarray]
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, float], list[str]]:
+    scores, label = interface.roles.get(PROBABILITIES, PROBABILITIES), interface.roles[LABEL]
+    missing = [n for n in (scores, label) if n not in candidate]
+    if missing:
+        raise CanaryRejected(
+            f"the served classifier has no output {missing} (it has {sorted(candidate)}); a classifier "
+            f"answers its class scores ({scores!r}) and label ({label!r}). Check the repository template."
+        )
+    expected: dict[str, np.ndarray] = {}
+    served: dict[str, np.ndarray] = {}
+    if PROBABILITIES in reference:
+        expected[scores] = np.asarray(reference[PROBABILITIES])
+        served[scores] = np.asarray(candidate[scores])
+    if LABEL in reference:
+        expected[label] = _classes_to_names(np.asarray(reference[LABEL]), interface.class_names())
+        served[label] = top1(candidate[label])
+    if not expected:
+        raise CanaryRejected(
+            f"the reference has neither {PROBABILITIES} nor {LABEL} (it has {sorted(reference)}); re-run the export stage"
+        )
+    unmatched = sorted((set(reference) - {PROBABILITIES, LABEL}) | (set(candidate) - {scores, label}))
+    return expected, served, {label: agreement}, unmatched
+
+
 def compare_with_reference(
-    spec: ReleaseSpec, intake: IntakeResult, reference: Mapping[str, np.ndarray], candidate: Mapping[str, np.ndarray]
+    interface: Interface, tolerances: Tolerances, agreement: float,
+    reference: Mapping[str, np.ndarray], candidate: Mapping[str, np.ndarray],
 ) -> tuple[ParityReport, list[str]]:
-    """Parity of the served outputs against the native reference, with the canary's tolerances."""
-    expected, served, labels, unmatched = comparable(spec, intake, reference, candidate)
-    acc = ParityAccumulator(spec.canary.tolerances, labels)
+    """Parity of the served outputs against the native reference.
+
+    Args:
+        interface: how to read the served outputs.
+        tolerances: per-output atol/rtol (``canary.tolerances``).
+        agreement: the share of rows whose labels must agree (``canary.min_label_agreement``).
+        reference: the native model's outputs on the golden set.
+        candidate: the served outputs, in golden-set order.
+    """
+    expected, served, labels, unmatched = comparable(interface, agreement, reference, candidate)
+    acc = ParityAccumulator(tolerances, labels)
     acc.update(expected, served)
     return acc.result(), unmatched
 
 
 def compare_with_baseline(
-    spec: ReleaseSpec, intake: IntakeResult, baseline: Mapping[str, np.ndarray], candidate: Mapping[str, np.ndarray]
+    interface: Interface, baseline: Mapping[str, np.ndarray], candidate: Mapping[str, np.ndarray]
 ) -> dict[str, Any]:
     """Label agreement and max abs difference against the production model's outputs (report only).
 
     ``baseline`` holds the production model's outputs on the same golden rows, either native (class
-    values, as in the reference) or served (label names); a classifier's class values are mapped to
-    names the same way the reference's are.
+    values, as in the reference) or served (label names); class values are mapped to names the
+    same way the reference's are.
     """
     out: dict[str, Any] = {}
-    names = class_names(spec, intake) if spec.repository.shape == "classifier" else None
+    names = interface.class_names() if interface.names_labels else None
+    label = interface.roles.get(LABEL)
     for name in sorted(set(baseline) & set(candidate)):
         b, c = np.asarray(baseline[name]), np.asarray(candidate[name])
-        if names and name == "label":
+        if names and name == label:
             text = top1(b)
             b = np.array([names.get(t, t) for t in text], dtype=object)
         if len(b) != len(c):
             out[name] = {"error": f"baseline has {len(b)} rows, the candidate {len(c)}"}
             continue
-        if b.dtype.kind in "fc" and c.dtype.kind in "fc":
+        if not is_label_array(b) and not is_label_array(c):
             if b.shape != c.shape:
                 out[name] = {"error": f"baseline shape {b.shape}, candidate shape {c.shape}"}
                 continue

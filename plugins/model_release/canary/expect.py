@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from ..roles import LABEL, PROBABILITIES
+
 #: how far a row of class probabilities may sum from 1 (float32 softmax rounding is ~1e-7 per class)
 ROW_SUM_TOLERANCE = 1e-4
 #: at most this many element columns per output go into the frame
@@ -35,7 +37,7 @@ def output_frame(outputs: Mapping[str, np.ndarray], *, classifier: bool):  # -> 
             continue
         for i in range(min(flat.shape[1], MAX_COLUMNS_PER_OUTPUT)):
             columns[f"{name}[{i}]" if flat.shape[1] > 1 or a.ndim > 1 else name] = flat[:, i].astype(np.float64)
-        if classifier and name == "probabilities":
+        if classifier and name == PROBABILITIES:
             columns["probabilities_row_sum"] = flat.astype(np.float64).sum(axis=1)
     return pd.DataFrame(columns)
 
@@ -68,8 +70,8 @@ def run_expectations(
                 column="probabilities_row_sum", min_value=1.0 - ROW_SUM_TOLERANCE, max_value=1.0 + ROW_SUM_TOLERANCE
             )
         )
-    if classifier and label_set and "label" in frame.columns:
-        suite.add_expectation(E.ExpectColumnValuesToBeInSet(column="label", value_set=list(label_set)))
+    if classifier and label_set and LABEL in frame.columns:
+        suite.add_expectation(E.ExpectColumnValuesToBeInSet(column=LABEL, value_set=list(label_set)))
     validation = batch.validate(suite, result_format="SUMMARY")
     results = []
     for r in validation.results:

@@ -6,10 +6,12 @@ workspace, an artifact store or an e-mail attachment.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,67 @@ from .expect import failures as expectation_failures
 
 FORMAT_VERSION = 1
 REFERENCE = "the native model"
+
+
+@dataclass
+class CanaryReport:
+    """Everything the canary found, section by section: what ``report.json`` holds.
+
+    A section the canary did not reach stays None and is left out of the JSON (the HTML says
+    "not measured" there). ``verdict``, ``reasons`` and the times are set by :meth:`close`.
+    """
+
+    release_id: str
+    release: str
+    model: dict[str, Any]
+    entry_model: str
+    source_repository: str
+    started_at: str
+    format_version: int = FORMAT_VERSION
+    golden: dict[str, Any] = field(default_factory=dict)
+    server: dict[str, Any] = field(default_factory=dict)
+    load: dict[str, Any] | None = None
+    parity: dict[str, Any] | None = None
+    not_compared: list[str] | None = None
+    timing: dict[str, Any] | None = None
+    slo: dict[str, Any] | None = None
+    expectations: dict[str, Any] | None = None
+    baseline: dict[str, Any] | None = None
+    passed: bool | None = None
+    verdict: str | None = None
+    reasons: list[str] = field(default_factory=list)
+    finished_at: str | None = None
+    duration_s: float | None = None
+
+    @property
+    def closed(self) -> bool:
+        return self.verdict is not None
+
+    def close(self, passed: bool, reasons: list[str], finished_at: str, duration_s: float) -> None:
+        self.passed, self.verdict, self.reasons = passed, "passed" if passed else "rejected", list(reasons)
+        self.finished_at, self.duration_s = finished_at, round(duration_s, 3)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+    def figures(self) -> dict[str, Any]:
+        """The figures the manifest and the stage result keep."""
+        timing = self.timing or {}
+        return {
+            "parity": {n: {k: f.get(k) for k in ("kind", "max_abs", "agreement", "failing_rows", "passed")}
+                       for n, f in (self.parity or {}).items()},
+            "timing": {k: timing.get(k) for k in ("p50_ms", "p95_ms", "p99_ms", "throughput_rows_per_s", "requests")},
+            "expectations_passed": (self.expectations or {}).get("passed"),
+            "golden_rows": self.golden.get("rows"),
+        }
+
+    def summary(self) -> str:
+        """One line: the verdict and the figures that matter."""
+        if not self.passed:
+            return "canary rejected: " + "; ".join(self.reasons)
+        timing = self.timing or {}
+        return (f"canary passed: {self.golden.get('rows')} golden rows, p99 {timing.get('p99_ms', math.nan):.2f} ms, "
+                f"{timing.get('throughput_rows_per_s', math.nan):.0f} rows/s on {self.server.get('description')}")
 
 
 def verdict(
@@ -47,8 +110,10 @@ def verdict(
     return not reasons, reasons
 
 
-def write_reports(folder: Path, report: dict[str, Any]) -> tuple[Path, Path]:
+def write_reports(folder: Path, report: CanaryReport | dict[str, Any]) -> tuple[Path, Path]:
     """Write ``report.json`` and ``report.html`` into ``folder``; return both paths."""
+    if isinstance(report, CanaryReport):
+        report = report.to_dict()
     json_path, html_path = folder / "report.json", folder / "report.html"
     atomic_write_json(json_path, _finite(report))
     atomic_write_bytes(html_path, render_html(report).encode())

@@ -62,7 +62,6 @@ class CanaryServer:
         raise ServiceUnavailable(
             f"the canary Triton at {self.url} is not reachable or not live after {timeout:g} s ({last}); "
             "start it, or check the endpoint",
-            stage="canary",
         )
 
     def metadata(self) -> dict[str, Any]:
@@ -87,10 +86,9 @@ class CanaryServer:
                 raise CanaryRejected(
                     f'model "{name}" failed to load on the canary Triton ({self.url}): {_first_lines(exc.message())}. '
                     "Fix the model (its config.pbtxt or model.py) and re-run the assemble stage.",
-                    stage="canary",
                 ) from None
             except OSError as exc:
-                raise ServiceUnavailable(f"the canary Triton at {self.url} stopped answering while loading {name!r}: {exc}", stage="canary") from None
+                raise ServiceUnavailable(f"the canary Triton at {self.url} stopped answering while loading {name!r}: {exc}") from None
             loaded.seconds[name] = round(time.perf_counter() - t0, 3)
         for entry in self._client.get_model_repository_index():
             if entry.get("state") == "READY" and entry.get("name") in order:
@@ -112,7 +110,7 @@ class CanaryServer:
         try:
             config = self._client.get_model_config(name)
         except InferenceServerException as exc:
-            raise CanaryRejected(f'entry model "{name}" is not ready on the canary Triton: {exc.message()}', stage="canary") from None
+            raise CanaryRejected(f'entry model "{name}" is not ready on the canary Triton: {exc.message()}') from None
         return EntryModel(
             name=name,
             inputs={i["name"]: wire_type(i["data_type"]) for i in config.get("input", [])},

@@ -53,7 +53,6 @@ def read_config(path: Path):  # -> model_config_pb2.ModelConfig
     except ConfigParseError as exc:
         raise CanaryRejected(
             f"{path} is not a valid Triton model configuration ({exc}); fix the template that rendered it",
-            stage="canary",
         ) from None
 
 
@@ -79,7 +78,7 @@ def prepare_canary_repository(source: Path, destination: Path) -> CanaryReposito
 
     source, destination = Path(source), Path(destination)
     if not source.is_dir():
-        raise CanaryRejected(f"model repository {str(source)!r} does not exist; run the assemble stage first", stage="canary")
+        raise CanaryRejected(f"model repository {str(source)!r} does not exist; run the assemble stage first")
     if destination.exists():
         shutil.rmtree(destination)
     shutil.copytree(source, destination, symlinks=False)
@@ -99,7 +98,6 @@ def prepare_canary_repository(source: Path, destination: Path) -> CanaryReposito
                 f'model "{model_dir.name}" is {_GPU_ONLY[kind]} ({kind!r}), which cannot be shimmed on the local CPU '
                 "Triton (python backend only). Run the canary against a GPU Triton (endpoint=...), or build the "
                 "release with tensorrt.mode: off so the leaf stays ONNX.",
-                stage="canary",
             )
         elif kind in _UNCHANGED:
             result.unchanged.append(model_dir.name)
@@ -108,7 +106,6 @@ def prepare_canary_repository(source: Path, destination: Path) -> CanaryReposito
                 f'model "{model_dir.name}" uses backend {kind!r}, which the local CPU Triton does not have (it has the '
                 "python backend, ensembles and an onnxruntime shim). Run the canary against a Triton with that "
                 "backend (endpoint=...).",
-                stage="canary",
             )
     return result
 
@@ -122,7 +119,6 @@ def _shim(model_dir: Path, config, pb) -> None:  # noqa: ANN001
         raise CanaryRejected(
             f'model "{model_dir.name}" has backend onnxruntime but no version folder holds {filename} '
             f"(folders: {sorted(v.name for v in versions)}); re-run the assemble stage",
-            stage="canary",
         )
     for version in onnx_versions:
         check_onnx_io(model_dir.name, config, version / filename)
@@ -165,7 +161,6 @@ def check_onnx_io(model: str, config, onnx_path: Path) -> None:  # noqa: ANN001
         raise CanaryRejected(
             f'model "{model}": {onnx_path} is not a readable ONNX model ({type(exc).__name__}: {exc}); '
             "re-run the export and assemble stages",
-            stage="canary",
         ) from None
     initializers = {i.name for i in graph.initializer}
     tensors = {"input": {v.name: v for v in graph.input if v.name not in initializers},
@@ -201,5 +196,4 @@ def check_onnx_io(model: str, config, onnx_path: Path) -> None:  # noqa: ANN001
             f'model "{model}" would not load on Triton\'s onnxruntime backend: ' + "; ".join(problems)
             + ". Fix the tensor specs the assemble stage wrote into its config.pbtxt (a batch-only tensor [N] is "
             "dims: [1] with reshape: { shape: [] }).",
-            stage="canary",
         )

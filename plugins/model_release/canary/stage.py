@@ -5,6 +5,10 @@ On the embedded setup (``endpoint=None``) the assembled repository is copied to
 :class:`~model_release.local.triton.LocalTriton` started for this run. With an ``endpoint`` the
 canary uses that Triton as it is: it must run in explicit model-control mode with the assembled
 repository as (one of) its model repositories; models are loaded by name and unloaded afterwards.
+
+Phases: :func:`_serve_and_replay` (server, load, replay), :func:`_judge` (parity, timing,
+expectations, the production baseline, the verdict), :func:`_close` (the reports and the result).
+Everything found goes into one typed :class:`~.report.CanaryReport`.
 """
 
 from __future__ import annotations
@@ -24,14 +28,14 @@ from ..types import AssembleResult, CanaryResult, ExportResult, IntakeResult
 from ..workspace import Workspace
 from . import compare as cmp
 from .client import ReplayResult, TritonHttpClient, replay
-from .report import FORMAT_VERSION, verdict, write_reports
+from .report import CanaryReport, verdict, write_reports
 from .server import CanaryServer
 from .shim import prepare_canary_repository
 
 
 def _load_npz(path: str, what: str) -> dict[str, np.ndarray]:
     if not path or not Path(path).is_file():
-        raise CanaryRejected(f"the {what} {path!r} does not exist; re-run the export stage", stage="canary")
+        raise CanaryRejected(f"the {what} {path!r} does not exist; re-run the export stage")
     with np.load(path, allow_pickle=False) as data:
         return {k: data[k] for k in data.files}
 
@@ -73,12 +77,12 @@ def run_canary(
 
     Args:
         spec: the release spec (``spec.canary`` holds the gates).
-        intake: the model version (classes, lineage).
+        intake: the model version (lineage).
         export: where the golden set and the native reference are.
-        assembled: the repository, its entry model and load order.
+        assembled: the repository, its entry model, load order and how to read its outputs.
         ws: the release workspace; the report goes to ``ws.stage_dir("canary")``.
         endpoint: ``host:port`` of a running Triton to use instead of a local one.
-        baseline: the production release's served outputs on the same golden rows (reported, not gated).
+        baseline: the production model's outputs on the same golden rows (reported, not gated).
         baseline_name: what to call the baseline in the report (e.g. its release id).
 
     Returns:
@@ -86,133 +90,117 @@ def run_canary(
 
     Raises:
         CanaryRejected: a model failed to load, or parity, latency or expectations failed; the reports
-            are written first and the message names the output, figures, tolerance and the report path.
+            are written first, the message names the output, figures, tolerance and the report path,
+            and the error carries the rejected result (``.result``).
         ServiceUnavailable: the Triton could not be started or reached.
         GpuUnavailable: the repository holds a model the local CPU Triton cannot serve (a TensorRT plan).
     """
     folder = ws.stage_dir("canary", fresh=True)
-    started, t0 = datetime.now(timezone.utc), time.perf_counter()
-    report: dict[str, Any] = {
-        "format_version": FORMAT_VERSION,
-        "release_id": ws.release_id,
-        "release": spec.name,
-        "model": {"name": intake.model_name, "version": intake.version, "alias": intake.alias, "run_id": intake.run_id},
-        "started_at": started.isoformat(),
-        "entry_model": assembled.entry_model,
-        "source_repository": assembled.repository_dir,
-    }
+    t0 = time.perf_counter()
+    report = CanaryReport(
+        release_id=ws.release_id, release=spec.name,
+        model={"name": intake.model_name, "version": intake.version, "alias": intake.alias, "run_id": intake.run_id},
+        entry_model=assembled.entry_model, source_repository=assembled.repository_dir,
+        started_at=datetime.now(timezone.utc).isoformat(),
+    )
     golden = _load_npz(export.golden_path, "golden set")
     reference = _load_npz(export.reference_path, "native reference")
-    report["golden"] = {
+    report.golden = {
         "path": export.golden_path, "reference": export.reference_path, "inputs": sorted(golden),
         "rows": int(len(next(iter(golden.values())))) if golden else 0,
     }
-    order = list(assembled.load_order)
-    if assembled.entry_model not in order:
-        order.append(assembled.entry_model)
-
     try:
-        with _triton(spec, assembled, folder, endpoint) as (url, server_facts):
-            report["server"] = server_facts
-            server = CanaryServer(url, ready_timeout=spec.canary.ready_timeout_s)
-            try:
-                meta = server.metadata()
-                server_facts.update({"name": meta.get("name"), "version": meta.get("version")})
-                report["load"] = {"order": order}
-                loaded = server.load(order)
-                report["load"] = {"order": loaded.order, "versions": loaded.versions, "seconds": loaded.seconds}
-                server_facts["models_loaded"] = loaded.versions
-                entry = server.entry(assembled.entry_model)
-                batch_rows = min(spec.canary.batch_rows, entry.max_batch_size) if entry.max_batch_size > 0 else spec.canary.batch_rows
-                report["golden"].update({
-                    "batch_rows": batch_rows, "batch_rows_requested": spec.canary.batch_rows,
-                    "entry_max_batch_size": entry.max_batch_size,
-                })
-                missing = sorted(set(entry.inputs) - set(golden))
-                if missing:
-                    raise CanaryRejected(
-                        f'entry model "{entry.name}" takes inputs {missing} that the golden set {export.golden_path!r} lacks '
-                        f"(it has {sorted(golden)}); the golden set must be keyed by the entry model's input names",
-                        stage="canary",
-                    )
-                result = replay(
-                    {k: golden[k] for k in entry.inputs},
-                    lambda: TritonHttpClient(url, entry.name, entry.inputs, list(entry.outputs)),
-                    batch_rows=batch_rows,
-                    concurrency=spec.canary.concurrency,
-                )
-            finally:
-                if endpoint is not None:
-                    server.unload(order)
-                server.close()
-        return _judge(spec, intake, ws, folder, report, reference, result, baseline, baseline_name, t0)
+        replayed = _serve_and_replay(spec, assembled, export, golden, folder, endpoint, report)
+        passed, reasons = _judge(spec, assembled, reference, replayed, baseline, baseline_name, report)
     except CanaryRejected as exc:  # the candidate's fault: the report says why before the error goes up
-        if "verdict" in report:
+        if report.closed:
             raise
-        canary = _finish(report, folder, ws, False, [str(exc.args[0])], t0)
-        raise CanaryRejected(f"{exc.args[0]} The report is at {canary.report_json}.", stage="canary") from None
-
-
-def _judge(
-    spec: ReleaseSpec, intake: IntakeResult, ws: Workspace, folder: Path, report: dict[str, Any],
-    reference: dict[str, np.ndarray], result: ReplayResult, baseline: dict[str, np.ndarray] | None,
-    baseline_name: str | None, t0: float,
-) -> CanaryResult:
-    classifier = spec.repository.shape == "classifier"
-    parity, unmatched = cmp.compare_with_reference(spec, intake, reference, result.outputs)
-    report["parity"] = parity.to_dict()
-    report["not_compared"] = unmatched
-    timing = result.timing()
-    report["timing"] = timing
-    report["slo"] = {"p99_ms_limit": spec.canary.p99_ms, "p99_ms": timing["p99_ms"],
-                     "passed": spec.canary.p99_ms is None or timing["p99_ms"] <= spec.canary.p99_ms}
-    expectations = None
-    if spec.canary.expectations:
-        served = dict(result.outputs)
-        expectations = _expectations(served, classifier=classifier, label_set=cmp.label_set(spec, intake) if classifier else None)
-        report["expectations"] = expectations
-    else:
-        report["expectations"] = {"skipped": "canary.expectations is false in the release spec"}
-    if baseline is not None:
-        report["baseline"] = {"name": baseline_name, **cmp.compare_with_baseline(spec, intake, baseline, result.outputs)}
-    passed, reasons = verdict(parity, timing, spec.canary.p99_ms, expectations)
-    canary = _finish(report, folder, ws, passed, reasons, t0)
+        result = _close(report, folder, False, [exc.message], t0)
+        raise CanaryRejected(f"{exc.message} The report is at {result.report_json}.", result=result) from None
+    result = _close(report, folder, passed, reasons, t0)
     if not passed:
         raise CanaryRejected(
             f"the canary of {spec.name} ({ws.release_id}) was rejected: " + "; ".join(reasons)
             + f". Change the canary setting named in brackets in the release spec only if that is acceptable. "
-            f"The report is at {canary.report_json} ({canary.report_html}).",
-            stage="canary",
+            f"The report is at {result.report_json} ({result.report_html}).",
+            result=result,
         )
-    return canary
-
-
-def _expectations(outputs: dict[str, np.ndarray], *, classifier: bool, label_set: list[str] | None) -> dict[str, Any]:
-    from .expect import run_expectations
-
-    return run_expectations(outputs, classifier=classifier, label_set=label_set)
-
-
-def _finish(report: dict[str, Any], folder: Path, ws: Workspace, passed: bool, reasons: list[str], t0: float) -> CanaryResult:
-    report.update({
-        "passed": passed, "verdict": "passed" if passed else "rejected", "reasons": reasons,
-        "finished_at": datetime.now(timezone.utc).isoformat(), "duration_s": round(time.perf_counter() - t0, 3),
-    })
-    json_path, html_path = write_reports(folder, report)
-    timing = report.get("timing") or {}
-    figures = {
-        "parity": {n: {k: f.get(k) for k in ("kind", "max_abs", "agreement", "failing_rows", "passed")}
-                   for n, f in (report.get("parity") or {}).items()},
-        "timing": {k: timing.get(k) for k in ("p50_ms", "p95_ms", "p99_ms", "throughput_rows_per_s", "requests")},
-        "expectations_passed": (report.get("expectations") or {}).get("passed"),
-        "golden_rows": (report.get("golden") or {}).get("rows"),
-    }
-    summary = (
-        f"canary passed: {report.get('golden', {}).get('rows')} golden rows, p99 {timing.get('p99_ms', float('nan')):.2f} ms, "
-        f"{timing.get('throughput_rows_per_s', float('nan')):.0f} rows/s on {report.get('server', {}).get('description')}"
-        if passed else "canary rejected: " + "; ".join(reasons)
-    )
-    result = CanaryResult(passed=passed, report_json=str(json_path), report_html=str(html_path), summary=summary,
-                          figures=figures, server=report.get("server", {}))
-    ws.save_result("canary", result)
     return result
+
+
+def _serve_and_replay(
+    spec: ReleaseSpec, assembled: AssembleResult, export: ExportResult, golden: dict[str, np.ndarray],
+    folder: Path, endpoint: str | None, report: CanaryReport,
+) -> ReplayResult:
+    """Start (or reach) the Triton, load the repository in dependency order, replay the golden set."""
+    order = list(assembled.load_order)
+    if assembled.entry_model not in order:
+        order.append(assembled.entry_model)
+    with _triton(spec, assembled, folder, endpoint) as (url, server_facts):
+        report.server = server_facts
+        server = CanaryServer(url, ready_timeout=spec.canary.ready_timeout_s)
+        try:
+            meta = server.metadata()
+            server_facts.update({"name": meta.get("name"), "version": meta.get("version")})
+            report.load = {"order": order}
+            loaded = server.load(order)
+            report.load = {"order": loaded.order, "versions": loaded.versions, "seconds": loaded.seconds}
+            server_facts["models_loaded"] = loaded.versions
+            entry = server.entry(assembled.entry_model)
+            batch_rows = min(spec.canary.batch_rows, entry.max_batch_size) if entry.max_batch_size > 0 else spec.canary.batch_rows
+            report.golden.update({
+                "batch_rows": batch_rows, "batch_rows_requested": spec.canary.batch_rows,
+                "entry_max_batch_size": entry.max_batch_size,
+            })
+            missing = sorted(set(entry.inputs) - set(golden))
+            if missing:
+                raise CanaryRejected(
+                    f'entry model "{entry.name}" takes inputs {missing} that the golden set {export.golden_path!r} lacks '
+                    f"(it has {sorted(golden)}); the golden set must be keyed by the entry model's input names"
+                )
+            return replay(
+                {k: golden[k] for k in entry.inputs},
+                lambda: TritonHttpClient(url, entry.name, entry.inputs, list(entry.outputs)),
+                batch_rows=batch_rows,
+                concurrency=spec.canary.concurrency,
+            )
+        finally:
+            if endpoint is not None:
+                server.unload(order)
+            server.close()
+
+
+def _judge(
+    spec: ReleaseSpec, assembled: AssembleResult, reference: dict[str, np.ndarray], result: ReplayResult,
+    baseline: dict[str, np.ndarray] | None, baseline_name: str | None, report: CanaryReport,
+) -> tuple[bool, list[str]]:
+    """Every gate on the served outputs; fills the report's sections and returns the verdict."""
+    interface = cmp.Interface.of(assembled)
+    parity, unmatched = cmp.compare_with_reference(
+        interface, spec.canary.tolerances, spec.canary.min_label_agreement, reference, result.outputs,
+    )
+    report.parity, report.not_compared = parity.to_dict(), unmatched
+    timing = result.timing()
+    report.timing = timing
+    report.slo = {"p99_ms_limit": spec.canary.p99_ms, "p99_ms": timing["p99_ms"],
+                  "passed": spec.canary.p99_ms is None or timing["p99_ms"] <= spec.canary.p99_ms}
+    expectations = None
+    if spec.canary.expectations:
+        from .expect import run_expectations
+
+        expectations = run_expectations(dict(result.outputs), classifier=interface.names_labels,
+                                        label_set=interface.label_set() if interface.names_labels else None)
+        report.expectations = expectations
+    else:
+        report.expectations = {"skipped": "canary.expectations is false in the release spec"}
+    if baseline is not None:
+        report.baseline = {"name": baseline_name, **cmp.compare_with_baseline(interface, baseline, result.outputs)}
+    return verdict(parity, timing, spec.canary.p99_ms, expectations)
+
+
+def _close(report: CanaryReport, folder: Path, passed: bool, reasons: list[str], t0: float) -> CanaryResult:
+    """Set the verdict, write report.json and report.html, and return the stage's result."""
+    report.close(passed, reasons, datetime.now(timezone.utc).isoformat(), time.perf_counter() - t0)
+    json_path, html_path = write_reports(folder, report)
+    return CanaryResult(passed=passed, report_json=str(json_path), report_html=str(html_path), summary=report.summary(),
+                        figures=report.figures(), server=report.server)

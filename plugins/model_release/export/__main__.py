@@ -11,10 +11,10 @@ import json
 import sys
 
 from ..errors import ModelReleaseError
+from ..pipeline import run_export
 from ..spec import parse_spec
 from ..types import IntakeResult
 from ..workspace import Workspace
-from .stage import export
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.no_cache:
             data.setdefault("export", {})["cache"] = False
         spec = parse_spec(data, origin=str(spec_path))
-        result = export(spec, intake, ws)
+        result = run_export(spec, ws, intake)
     except ModelReleaseError as exc:
         print(str(exc), file=sys.stderr)
         return exc.exit_code

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..parity import OutputParity, ParityReport
+from ..mlmodel import input_example_info
 from ..spec import ReleaseSpec
 from ..types import IntakeResult, TensorSpec
 from . import cache
@@ -34,7 +35,7 @@ from .base import package_version
 
 #: the modules whose code decides a parity result (a change of any of them invalidates stored results)
 GATE_MODULES = ("model_release.parity", "model_release.golden", "model_release.dtypes",
-                "model_release.export.native", "model_release.export.stage")
+                "model_release.native", "model_release.export.stage")
 
 
 def parity_key(spec: ReleaseSpec, intake: IntakeResult, onnx_sha256: str, outputs: list[TensorSpec],
@@ -74,7 +75,8 @@ def golden_digest(spec: ReleaseSpec, intake: IntakeResult) -> dict[str, Any] | N
     ``MLmodel`` itself, whose ``saved_input_example_info`` says how it is read).
     """
     g = spec.golden
-    out: dict[str, Any] = {"source": g.source, "rows": g.rows, "batch_rows": g.batch_rows}
+    out: dict[str, Any] = {"source": g.source, "rows": g.rows, "batch_rows": g.batch_rows,
+                           "target": g.target, "allow_nonfinite_inputs": g.allow_nonfinite_inputs}
     try:
         if g.source == "file":
             path = spec.resolve_path(g.path or "")
@@ -84,7 +86,7 @@ def golden_digest(spec: ReleaseSpec, intake: IntakeResult) -> dict[str, Any] | N
             return out
         model_dir = Path(intake.model_dir)
         mlmodel = (model_dir / "MLmodel").read_bytes()
-        info = _example_info(mlmodel)
+        info = input_example_info(mlmodel)
         if not info.get("artifact_path"):
             return None
         out.update(mlmodel=hashlib.sha256(mlmodel).hexdigest(), example=_sha256(model_dir / str(info["artifact_path"])),
@@ -127,18 +129,6 @@ def gate_code_digest() -> str:
         module = importlib.import_module(name)
         h.update(name.encode() + b"\0" + Path(str(module.__file__)).read_bytes())
     return h.hexdigest()
-
-
-def _example_info(mlmodel: bytes) -> dict[str, Any]:
-    import yaml
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    try:
-        data = yaml.load(mlmodel, Loader=loader)  # noqa: S506 - a safe loader
-    except yaml.YAMLError as exc:
-        raise ValueError(str(exc)) from exc
-    info = data.get("saved_input_example_info") if isinstance(data, dict) else None
-    return info if isinstance(info, dict) else {}
 
 
 def _output_from_dict(d: Mapping[str, Any]) -> OutputParity:

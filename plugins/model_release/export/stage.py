@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import shlex
-import shutil
 import sys
 import time
 from collections.abc import Mapping
@@ -26,22 +25,22 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ExportError, ModelReleaseError, ParityError
-from ..golden import NpzWriter, golden_origin, iter_golden
+from ..errors import ExportError, ParityError
+from ..golden import NpzWriter, check_golden, golden_origin, iter_golden, write_truth
 from ..parity import ParityAccumulator, ParityReport
+from ..roles import is_label_datatype
 from ..spec import ReleaseSpec
 from ..types import ExportResult, IntakeResult, TensorSpec
 from ..workspace import Workspace, atomic_write_bytes, atomic_write_json, sha256_file
 from . import cache, paritycache
 from .base import Converter, converter_for, package_version
 from .checks import check_onnx, opset_imports, opset_of, simplify, tensor_specs
-from .native import NativeModel, cast_input, load_native
+from ..native import NativeModel, cast_input, load_native
 
 log = logging.getLogger(__name__)
 
 #: at most this many failing rows are saved to failing_rows.npz
 MAX_FAILING_ROWS = 1000
-_LABEL_TYPES = {"BOOL", "BYTES", "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32", "UINT64"}
 
 
 def export(
@@ -60,119 +59,163 @@ def export(
         converters: flavor → converter overrides (see :class:`~model_release.export.base.Converter`).
 
     Returns:
-        The export result, also saved as ``<ws>/export/export.json``.
+        The export result (the pipeline's stage runner saves it as ``<ws>/export/export.json``).
 
     Raises:
         ExportError: no converter, the conversion failed, or the checker refused the file.
         ParityError: an output differs from the native model beyond its tolerance.
         SpecError, IntakeError: the golden set is missing or disagrees with the signature.
     """
-    try:
-        return _export(spec, intake, ws, converters)
-    except ModelReleaseError as exc:
-        exc.stage = exc.stage or "export"
-        raise
-
-
-def _export(spec: ReleaseSpec, intake: IntakeResult, ws: Workspace, converters: Mapping[str, Converter] | None) -> ExportResult:
     started = time.perf_counter()
     out = ws.stage_dir("export", fresh=True)
     atomic_write_json(out / "spec.json", spec.model_dump(mode="json"))
+    check_golden(spec, intake)  # a bad or too small golden set fails here, before any conversion
     native = _LazyNative(intake)  # loaded only when something runs it (a conversion, a parity check)
     converter = converter_for(intake.flavor, converters)
-    require_batch = spec.repository.max_batch_size > 0
     versions = {**converter.versions(), "onnxruntime": package_version("onnxruntime")}
     if spec.export.simplify:
         versions["onnxslim"] = package_version("onnxslim")
+    converted = _convert(spec, intake, ws, out, converter, native, versions)
+    proven = _prove(spec, intake, ws, out, converted, native, versions)
+    _remember(spec, ws, out, converted, proven, versions)
+    truth = str(out / "truth.npz") if spec.golden.target and write_truth(spec, intake, out / "truth.npz") else ""
+    result = ExportResult(
+        onnx_path=str(converted.onnx_path), onnx_sha256=proven.onnx_sha, opset=converted.opset,
+        inputs=converted.inputs, outputs=converted.outputs,
+        parity=proven.report.to_dict(), golden_path=str(out / "golden.npz"), golden_rows=proven.rows,
+        reference_path=str(out / "reference.npz"), parity_report=str(out / "parity.json"), truth_path=truth,
+        converter={**versions, "flavor": intake.flavor, "cache_key": converted.key, "parity": proven.note,
+                   **({"parity_key": proven.check[0]} if proven.check else {}),
+                   **{f"note.{k}": v for k, v in converted.notes.items()}},
+        cached=converted.hit, reproduce=_write_reproduce(out, ws),
+    )
+    log.info("export: %s in %.2fs (cached=%s)", proven.report.summary(REFERENCE_NAME.format(intake.flavor)),
+             time.perf_counter() - started, result.cached)
+    return result
+
+
+#: how the parity figures name the reference
+REFERENCE_NAME = "the {} model"
+
+
+@dataclass
+class _Converted:
+    """The ONNX file to prove: converted now or restored from the conversion cache."""
+
+    key: str
+    onnx_path: Path
+    onnx_sha: str
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+    opset: int
+    notes: dict[str, str]
+    hit: bool
+    #: the files to check: "onnx" (ships) and, with export.simplify, "simplified"
+    candidates: dict[str, Path]
+
+
+@dataclass
+class _Proven:
+    """The parity result of the file that ships, checked now or reused from the parity cache."""
+
+    report: ParityReport
+    rows: int
+    onnx_sha: str
+    note: str
+    reused: bool
+    #: (key, parts) of the parity check of the shipped file; None without the cache
+    check: tuple[str, dict[str, Any]] | None
+
+
+def _convert(spec: ReleaseSpec, intake: IntakeResult, ws: Workspace, out: Path, converter: Converter,
+             native: _LazyNative, versions: dict[str, str]) -> _Converted:
+    """Restore the conversion from the cache, or convert, check and (optionally) simplify now."""
+    require_batch = spec.repository.max_batch_size > 0
     options = {"opset": spec.export.opset, "simplify": spec.export.simplify, "batch": require_batch,
                "inputs": [s.to_dict() for s in intake.inputs], "converter": type(converter).__qualname__}
     key = cache.cache_key(intake.content_digest, intake.flavor, versions, options)
     onnx_path = out / "model.onnx"
     hit = _restore_conversion(ws.root, key, onnx_path) if spec.export.cache else None
-    notes: dict[str, str] = {}
     if hit is not None:
         meta, onnx_sha = hit
-        inputs = [TensorSpec.from_dict(d) for d in meta["inputs"]]
-        outputs = [TensorSpec.from_dict(d) for d in meta["outputs"]]
-        opset, notes = int(meta["opset"]), dict(meta.get("notes", {}))
-        candidates = {"onnx": onnx_path}
         log.info("export: reusing cached ONNX %s", key)
-    else:
-        sample = next(iter(iter_golden(spec, intake)))
-        model = converter.convert(native.get(), intake, spec.export.opset, sample)
-        _save(model, onnx_path)
-        model = check_onnx(onnx_path)
-        inputs, outputs = tensor_specs(model, require_batch=require_batch)
-        opset = opset_of(model)
-        notes["opset_imports"] = opset_imports(model)
-        _check_names(inputs, outputs, intake, native.get(), sample)
-        candidates = {"onnx": onnx_path}
-        if spec.export.simplify:
-            slim_path = out / "model.slim.onnx"
-            _save(simplify(model), slim_path)
-            check_onnx(slim_path, what="the simplified ONNX model")
-            candidates["simplified"] = slim_path
-        onnx_sha = sha256_file(onnx_path)
+        return _Converted(key, onnx_path, onnx_sha, [TensorSpec.from_dict(d) for d in meta["inputs"]],
+                          [TensorSpec.from_dict(d) for d in meta["outputs"]], int(meta["opset"]),
+                          dict(meta.get("notes", {})), True, {"onnx": onnx_path})
+    sample = next(iter(iter_golden(spec, intake)))
+    model = converter.convert(native.get(), intake, spec.export.opset, sample)
+    _save(model, onnx_path)
+    model = check_onnx(onnx_path)
+    inputs, outputs = tensor_specs(model, require_batch=require_batch)
+    _check_names(inputs, outputs, intake, native.get(), sample)
+    candidates = {"onnx": onnx_path}
+    if spec.export.simplify:
+        slim_path = out / "model.slim.onnx"
+        _save(simplify(model), slim_path)
+        check_onnx(slim_path, what="the simplified ONNX model")
+        candidates["simplified"] = slim_path
+    return _Converted(key, onnx_path, sha256_file(onnx_path), inputs, outputs, opset_of(model),
+                      {"opset_imports": opset_imports(model)}, False, candidates)
 
-    reference_name = f"the {intake.flavor} model"
-    labels = {o.name: spec.export.min_label_agreement for o in outputs if o.datatype in _LABEL_TYPES}
-    # (key, parts) of the parity check of the file that ships; None without the cache
-    check: tuple[str, dict[str, Any]] | None = None
+
+def _prove(spec: ReleaseSpec, intake: IntakeResult, ws: Workspace, out: Path, conv: _Converted,
+           native: _LazyNative, versions: dict[str, str]) -> _Proven:
+    """The parity gate: reuse a stored result of exactly this check, or run it; write parity.json; raise on failure."""
+    reference_name = REFERENCE_NAME.format(intake.flavor)
+    labels = {o.name: spec.export.min_label_agreement for o in conv.outputs if is_label_datatype(o.datatype)}
+    check = None
     reused = None
-    if spec.export.cache and len(candidates) == 1:  # one file to check: a stored result of it may stand
-        check = paritycache.parity_key(spec, intake, onnx_sha, outputs, labels, versions)
-        reused = _reuse_parity(ws.root, check, outputs, out) if check else None
-    if reused is not None and check is not None:
+    if spec.export.cache and len(conv.candidates) == 1:  # one file to check: a stored result of it may stand
+        check = paritycache.parity_key(spec, intake, conv.onnx_sha, conv.outputs, labels, versions)
+        reused = _reuse_parity(ws.root, check, conv.outputs, out) if check else None
+    if reused is not None:
         report, rows, origin = reused
-        parity_note = f"reused from cache {check[0]} (checked in release {origin})"
-        log.info("export: parity %s", parity_note)
+        proven = _Proven(report, rows, conv.onnx_sha, f"reused from cache {check[0]} (checked in release {origin})", True, check)
+        log.info("export: parity %s", proven.note)
     else:
-        run = _run_parity(spec, intake, native.get(), candidates, inputs, outputs, labels, out)
-        report, rows = run.reports["onnx"], run.rows
-        if "simplified" in run.reports:
-            slim = run.reports["simplified"]
-            if slim.passed:
-                candidates["simplified"].replace(onnx_path)
-                # the file that ships is the simplified one: its figures are the release's (a failing
-                # unsimplified graph still blocks the release, as it always did)
-                report = slim if report.passed else report
-                notes["simplify"] = "onnxslim applied; parity re-checked"
-            else:
-                candidates["simplified"].unlink()
-                notes["simplify"] = f"onnxslim result rejected, kept the unsimplified graph: {slim.summary(reference_name)}"
-            onnx_sha = sha256_file(onnx_path)
-            if spec.export.cache:
-                check = paritycache.parity_key(spec, intake, onnx_sha, outputs, labels, versions)
-        parity_note = f"checked on {rows} golden rows"
+        run = _run_parity(spec, intake, native.get(), conv.candidates, conv.inputs, conv.outputs, labels, out)
+        report, onnx_sha = _choose_simplified(run, conv, reference_name)
+        if "simplified" in run.reports and spec.export.cache:  # the shipped file is decided only now
+            check = paritycache.parity_key(spec, intake, onnx_sha, conv.outputs, labels, versions)
+        proven = _Proven(report, run.rows, onnx_sha, f"checked on {run.rows} golden rows", False, check)
     atomic_write_json(out / "parity.json", {
-        "passed": report.passed, "reference": reference_name, "rows": rows,
-        "golden": golden_origin(spec), "outputs": report.to_dict(), "notes": notes,
-        "reused": parity_note if reused is not None else None,
+        "passed": proven.report.passed, "reference": reference_name, "rows": proven.rows,
+        "golden": golden_origin(spec), "outputs": proven.report.to_dict(), "notes": conv.notes,
+        "reused": proven.note if proven.reused else None,
     })
-    if not report.passed:
-        raise ParityError(_parity_message(spec, report, reference_name, ws), stage="export")
+    if not proven.report.passed:
+        raise ParityError(_parity_message(spec, proven.report, reference_name, ws))
+    return proven
 
-    if hit is None and spec.export.cache:
-        cache.store(ws.root, cache.CONVERSION, key, {"model.onnx": onnx_path}, {
-            "opset": opset, "notes": notes, "versions": versions,
-            "inputs": [s.to_dict() for s in inputs], "outputs": [s.to_dict() for s in outputs],
+
+def _choose_simplified(run: _ParityRun, conv: _Converted, reference_name: str) -> tuple[ParityReport, str]:
+    """Keep the simplified graph when it passed (it then ships); return the shipped file's report and sha256."""
+    report = run.reports["onnx"]
+    if "simplified" not in run.reports:
+        return report, conv.onnx_sha
+    slim = run.reports["simplified"]
+    if slim.passed:
+        conv.candidates["simplified"].replace(conv.onnx_path)
+        # the file that ships is the simplified one: its figures are the release's (a failing
+        # unsimplified graph still blocks the release, as it always did)
+        report = slim if report.passed else report
+        conv.notes["simplify"] = "onnxslim applied; parity re-checked"
+    else:
+        conv.candidates["simplified"].unlink()
+        conv.notes["simplify"] = f"onnxslim result rejected, kept the unsimplified graph: {slim.summary(reference_name)}"
+    return report, sha256_file(conv.onnx_path)
+
+
+def _remember(spec: ReleaseSpec, ws: Workspace, out: Path, conv: _Converted, proven: _Proven, versions: dict[str, str]) -> None:
+    """Store what this export computed (a new conversion, a new parity result) in the caches."""
+    if not conv.hit and spec.export.cache:
+        cache.store(ws.root, cache.CONVERSION, conv.key, {"model.onnx": conv.onnx_path}, {
+            "opset": conv.opset, "notes": conv.notes, "versions": versions,
+            "inputs": [s.to_dict() for s in conv.inputs], "outputs": [s.to_dict() for s in conv.outputs],
         })
-    if reused is None and check is not None:
-        cache.store(ws.root, cache.PARITY, check[0], {"golden.npz": out / "golden.npz", "reference.npz": out / "reference.npz"},
-                    {"report": report.to_dict(), "rows": rows, "parts": check[1], "computed_in": ws.release_id})
-    reproduce = _write_reproduce(out, ws)
-    result = ExportResult(
-        onnx_path=str(onnx_path), onnx_sha256=onnx_sha, opset=opset, inputs=inputs, outputs=outputs,
-        parity=report.to_dict(), golden_path=str(out / "golden.npz"), golden_rows=rows,
-        reference_path=str(out / "reference.npz"),
-        converter={**versions, "flavor": intake.flavor, "cache_key": key, "parity": parity_note,
-                   **({"parity_key": check[0]} if check else {}),
-                   **{f"note.{k}": v for k, v in notes.items()}},
-        cached=hit is not None, reproduce=reproduce,
-    )
-    ws.save_result("export", result)
-    log.info("export: %s in %.2fs (cached=%s)", report.summary(reference_name), time.perf_counter() - started, result.cached)
-    return result
+    if not proven.reused and proven.check is not None:
+        cache.store(ws.root, cache.PARITY, proven.check[0], {"golden.npz": out / "golden.npz", "reference.npz": out / "reference.npz"},
+                    {"report": proven.report.to_dict(), "rows": proven.rows, "parts": proven.check[1], "computed_in": ws.release_id})
 
 
 class _LazyNative:

@@ -26,6 +26,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from ..dtypes import numpy_from_triton
 from ..errors import AssembleError, LintError
+from ..roles import ANSWERED_BY, LABEL, PROBABILITIES, VARIABLE
 from ..spec import RELEASE, CascadeSpec, FanoutSpec, ReleaseSpec
 from ..types import AssembleResult, ExportResult, IntakeResult, TensorRTResult, TensorSpec
 from ..workspace import Workspace
@@ -36,9 +37,6 @@ from .manifest import build_manifest, write_manifest
 from .onnx_io import onnx_io
 from .render import render, template_root
 
-PROBABILITIES = "probabilities"
-LABEL = "label"
-ANSWERED_BY = "answered_by"
 
 
 @dataclass
@@ -91,14 +89,19 @@ def assemble(
     version = spec.repository.model_version or 1
     release_leaf = _release_leaf(export, tensorrt)
     shape = spec.repository.shape
+    entry, labels = spec.name, None
     if shape == "single":
-        entry, models = spec.name, [_leaf_model(spec.name, release_leaf, spec)]
+        models = [_leaf_model(spec.name, release_leaf, spec)]
+        roles = {r: r for r in (PROBABILITIES, LABEL, VARIABLE) if any(t.name == r for t in release_leaf.outputs)}
     elif shape == "classifier":
-        entry, models = spec.name, _classifier(spec, intake, release_leaf)
+        models, labels = _classifier(spec, intake, release_leaf)
+        roles = {PROBABILITIES: PROBABILITIES, LABEL: LABEL}
     elif shape == "cascade":
-        entry, models = spec.name, _cascade(spec, release_leaf, _block(spec.repository.cascade, shape))
+        block = _block(spec.repository.cascade, shape)
+        models, roles = _cascade(spec, release_leaf, block), {PROBABILITIES: block.output, ANSWERED_BY: ANSWERED_BY}
     elif shape == "fanout":
-        entry, models = spec.name, _fanout(spec, release_leaf, _block(spec.repository.fanout, shape))
+        block = _block(spec.repository.fanout, shape)
+        models, roles = _fanout(spec, release_leaf, block), {PROBABILITIES: block.output}
     else:  # pragma: no cover - the spec's Literal refuses it first
         raise AssembleError(f"repository.shape {shape!r} is unknown; valid: classifier, cascade, fanout, single")
     _size_bls_instances(models, spec.repository.instances)
@@ -111,9 +114,9 @@ def assemble(
             f"the assembled repository {models_dir} has {len(report.errors)} error(s) Triton would reject; "
             f"they come from the templates under {template_root()} with this spec: fix the template or the "
             "spec as each finding says, then assemble again:\n" + "\n".join(f"  {finding}" for finding in report.errors),
-            stage="assemble",
         )
     versions = {model.name: version for model in models}
+    classes = list(intake.classes) if intake.classes is not None else None
     manifest = build_manifest(
         release_id=ws.release_id,
         spec=spec,
@@ -124,6 +127,9 @@ def assemble(
         load_order=report.load_order,
         models=versions,
         release_dir=release_dir,
+        roles=roles,
+        labels=labels,
+        classes=classes,
     )
     manifest_path = release_dir / "release.json"
     write_manifest(manifest_path, manifest)
@@ -134,6 +140,9 @@ def assemble(
         load_order=report.load_order,
         models=versions,
         warnings=[str(finding) for finding in report.warnings],
+        roles=roles,
+        labels=labels,
+        classes=classes,
     )
 
 
@@ -243,7 +252,7 @@ def _probabilities(leaf: _Leaf, what: str, shape: str, output: str = PROBABILITI
     )
 
 
-def _classifier(spec: ReleaseSpec, intake: IntakeResult, leaf: _Leaf) -> list[ModelDir]:
+def _classifier(spec: ReleaseSpec, intake: IntakeResult, leaf: _Leaf) -> tuple[list[ModelDir], list[str]]:
     repo, name = spec.repository, spec.name
     probs = _probabilities(leaf, f"model {intake.model_name!r}", "classifier")
     labels = _labels(spec, intake, probs)
@@ -273,7 +282,7 @@ def _classifier(spec: ReleaseSpec, intake: IntakeResult, leaf: _Leaf) -> list[Mo
     data = {"labels.json": (json.dumps({"labels": labels}, indent=2, ensure_ascii=False) + "\n").encode("utf-8")}
     models.append(_python_model(post, spec, [probs_c], [label], source, data=data))
     models.append(_ensemble(name, spec, list(leaf.inputs), [probs_c, label], steps))
-    return models
+    return models, labels
 
 
 def _labels(spec: ReleaseSpec, intake: IntakeResult, probs: TensorSpec) -> list[str]:

@@ -5,7 +5,8 @@ Format version 1::
     {"format_version": 1, "release_id": ..., "created_at": ISO-8601 UTC,
      "spec": {...}, "model": {name, version, alias, run_id, source, content_digest, metrics, params},
      "export": {onnx_sha256, opset, converter, parity, cached}, "tensorrt": {...} | null,
-     "repository": {entry_model, load_order, models: {name: version}},
+     "repository": {entry_model, load_order, models: {name: version}, roles: {role: output},
+                    labels: [names] | null, classes: [native class values] | null},
      "files": {"models/<model>/<version>/model.onnx": {"sha256": ..., "size": ...}, ...},
      "canary": null | {...}}
 
@@ -56,6 +57,9 @@ def build_manifest(
     models: dict[str, int],
     release_dir: str | Path,
     created_at: datetime | None = None,
+    roles: dict[str, str] | None = None,
+    labels: list[str] | None = None,
+    classes: list[Any] | None = None,
 ) -> dict[str, Any]:
     """The manifest of a release whose repository is ``<release_dir>/models``.
 
@@ -87,7 +91,10 @@ def build_manifest(
             "cached": export.cached,
         },
         "tensorrt": tensorrt.to_dict() if tensorrt is not None else None,
-        "repository": {"entry_model": entry_model, "load_order": list(load_order), "models": dict(models)},
+        "repository": {
+            "entry_model": entry_model, "load_order": list(load_order), "models": dict(models),
+            "roles": dict(roles or {}), "labels": labels, "classes": classes,
+        },
         "files": hash_tree(release_dir, exclude=frozenset({MANIFEST_NAME})),
         "canary": None,
     }

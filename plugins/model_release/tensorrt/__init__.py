@@ -34,7 +34,6 @@ def build_plan(spec: ReleaseSpec, export: ExportResult, ws: Workspace) -> Tensor
                 f"tensorrt.mode is 'require' but this worker cannot build TensorRT plans: {missing}. "
                 "Run this task on a worker of queue 'gpu' with TensorRT installed, or set tensorrt.mode to "
                 "'prefer' to release the ONNX model without a plan.",
-                stage="tensorrt",
             )
         return TensorRTResult(built=False, reason=f"skipped: {missing} (tensorrt.mode is 'prefer')", environment=env)
     from .onnx2trt import build_and_check

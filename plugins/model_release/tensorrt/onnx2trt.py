@@ -90,7 +90,7 @@ def build_engine(onnx_path: Path, input_dims: dict[str, tuple[int, ...]], max_ba
     parser = trt.OnnxParser(network, logger)
     if not parser.parse(onnx_path.read_bytes()):
         errors = "; ".join(str(parser.get_error(i)) for i in range(parser.num_errors))
-        raise ExportError(f"TensorRT could not parse {onnx_path}: {errors}", stage="tensorrt")
+        raise ExportError(f"TensorRT could not parse {onnx_path}: {errors}")
     config = builder.create_builder_config()
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, workspace_mb << 20)
     flag = {"fp16": "FP16", "bf16": "BF16", "int8": "INT8"}.get(precision)
@@ -106,7 +106,6 @@ def build_engine(onnx_path: Path, input_dims: dict[str, tuple[int, ...]], max_ba
         raise ExportError(
             f"TensorRT failed to build an engine from {onnx_path} at precision {precision!r}; "
             "the builder log above says why. Try tensorrt.precision: fp32.",
-            stage="tensorrt",
         )
     return bytes(plan)
 
@@ -136,7 +135,7 @@ def run_engine(plan: bytes, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarr
         context.set_tensor_address(name, outputs[name].data_ptr())
     stream = torch.cuda.Stream()
     if not context.execute_async_v3(stream.cuda_stream):
-        raise ExportError("TensorRT execution failed on the golden set", stage="tensorrt")
+        raise ExportError("TensorRT execution failed on the golden set")
     stream.synchronize()
     return {name: t.cpu().numpy() for name, t in outputs.items()}
 

@@ -1,5 +1,8 @@
 """The native model: the reference every converted model is compared with.
 
+The one entry point is :func:`load_native`; intake (to read a classifier's classes), export (the
+parity reference) and the canary (a champion with no release in the store) all use it.
+
 ``load_native(intake)`` returns a callable taking ``{input name: array}`` (Triton names, any dtype
 that casts to the signature's) and returning ``{output name: array}`` keyed by the names the
 exported ONNX model uses:
@@ -19,9 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from ..dtypes import numpy_from_triton
-from ..errors import ExportError
-from ..types import IntakeResult, TensorSpec
+from .dtypes import numpy_from_triton
+from .errors import ExportError
+from .mlmodel import read_mlmodel, triton_name
+from .roles import LABEL, PROBABILITIES, VARIABLE
+from .types import IntakeResult, TensorSpec
 
 
 def cast_input(arr: np.ndarray, spec: TensorSpec) -> np.ndarray:
@@ -94,9 +99,9 @@ class EstimatorNative(NativeModel):
                 scores = self.model.predict_proba(x)
             else:
                 scores = self.model.decision_function(x)
-            return {"label": label.reshape(-1), "probabilities": np.asarray(scores)}
+            return {LABEL: label.reshape(-1), PROBABILITIES: np.asarray(scores)}
         y = np.asarray(self.model.predict(x))
-        return {"variable": y.reshape(y.shape[0], -1)}
+        return {VARIABLE: y.reshape(y.shape[0], -1)}
 
 
 class TorchNative(NativeModel):
@@ -119,8 +124,6 @@ class OnnxNative(NativeModel):
 
     def __init__(self, path: Path, intake: IntakeResult) -> None:
         import onnxruntime as ort
-
-        from ..intake import triton_name
 
         super().__init__(str(path), intake)
         self.session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
@@ -149,8 +152,6 @@ def load_native(intake: IntakeResult) -> NativeModel:
     Raises:
         ExportError: the model cannot be loaded or is not a predictor.
     """
-    from ..intake import read_mlmodel
-
     model_dir = intake.model_dir
     mlmodel = read_mlmodel(model_dir)
     columnar = mlmodel.signature is not None and not mlmodel.signature.inputs.is_tensor_spec()
