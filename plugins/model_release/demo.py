@@ -1,11 +1,16 @@
-"""The demo: two real releases of an iris classifier on the embedded stack, start to finish.
+"""The demo: three real releases of an iris classifier on the embedded stack, and the gate at work.
 
 ``make demo`` runs ``python -m model_release.demo``: it starts the embedded stack (MLflow on
-SQLite, the moto S3 server, an Airflow SQLite DB), trains and registers a classifier under alias
-``candidate``, runs the ``model_release`` DAG with ``airflow dags test``, then registers a
-retrained candidate and releases it too, so the second report compares it with the first. It
-ends by printing the release ids, the reports, and what was promoted; the store is copied to a
-local folder so it can be browsed after the command (and the S3 server) ends.
+SQLite, the moto S3 server, an Airflow SQLite DB), then runs the ``model_release`` DAG with
+``airflow dags test`` three times, each on a newly registered candidate:
+
+1. a logistic regression: the channel's first release, promoted;
+2. the same model retrained on labels of which 40% are noise: the canary serves it beside
+   release 1 and scores both on the golden set's ground truth; it is worse, and it is blocked;
+3. a better-regularised retrain: judged against release 1 (still the champion), promoted.
+
+It ends by printing what happened to each (the gates that blocked release 2, with the figures,
+and the report paths); the store is copied to a local folder so it can be browsed afterwards.
 """
 
 from __future__ import annotations
@@ -26,8 +31,11 @@ SPEC = "releases/iris.yaml"
 
 
 def train_iris(tracking_uri: str, *, c: float = 1.0, alias: str | None = "candidate", model_name: str = MODEL_NAME,
-               max_iter: int = 500, signature: bool = True) -> str:
+               max_iter: int = 500, signature: bool = True, noise: float = 0.0, seed: int = 0) -> str:
     """Train a scaled logistic regression on scikit-learn's bundled iris data; register it.
+
+    Args:
+        noise: the share of training labels replaced by random classes (a degraded retrain).
 
     Returns:
         The new model version (a string, as MLflow gives it).
@@ -42,13 +50,17 @@ def train_iris(tracking_uri: str, *, c: float = 1.0, alias: str | None = "candid
 
     data = load_iris()
     x = data.data.astype(np.float32)
-    y = data.target
+    y = data.target.copy()
+    if noise:
+        rng = np.random.default_rng(seed)
+        rows = rng.choice(len(y), int(noise * len(y)), replace=False)
+        y[rows] = rng.integers(0, len(data.target_names), len(rows))
     model = make_pipeline(StandardScaler(), LogisticRegression(C=c, max_iter=max_iter)).fit(x, y)
     mlflow.set_tracking_uri(tracking_uri)
     mlflow.set_registry_uri(tracking_uri)
     mlflow.set_experiment("model-release")  # created by local_tracking with a local artifact folder
-    with mlflow.start_run(run_name=f"iris-C{c}") as run:
-        mlflow.log_params({"C": c, "max_iter": max_iter, "model": "StandardScaler+LogisticRegression"})
+    with mlflow.start_run(run_name=f"iris-C{c}" + (f"-noise{noise}" if noise else "")) as run:
+        mlflow.log_params({"C": c, "max_iter": max_iter, "label_noise": noise, "model": "StandardScaler+LogisticRegression"})
         mlflow.log_metric("train_accuracy", float(model.score(x, y)))
         info = mlflow.sklearn.log_model(
             model,
@@ -86,6 +98,14 @@ def _progress_line(line: str) -> bool:
     return "[DAG TEST]" in line or "[model_release." in line or " error " in line.lower() or "Traceback" in line
 
 
+#: the demo's three candidates: (what it is, training arguments, whether the canary should let it through)
+RELEASES = (
+    ("a logistic regression, the channel's first release", {"c": 1.0}, True),
+    ("a retrain on 40% noisy labels, worse than production", {"c": 1.0, "noise": 0.4}, False),
+    ("a better-regularised retrain (C=10)", {"c": 10.0}, True),
+)
+
+
 def main(argv: list[str] | None = None) -> int:
     from .local.stack import EmbeddedStack
 
@@ -102,41 +122,63 @@ def main(argv: list[str] | None = None) -> int:
     with EmbeddedStack(root) as stack:
         print(f"[demo] embedded stack up: MLflow {stack.tracking_uri}, S3 {stack.endpoint_url}", flush=True)
         stack.migrate_airflow()
-        for step, c in enumerate((1.0, 0.05), start=1):
-            version = train_iris(str(stack.tracking_uri), c=c)
+        for step, (what, training, should_pass) in enumerate(RELEASES, start=1):
+            version = train_iris(str(stack.tracking_uri), **training)
             release_id = new_release_id("iris")
-            print(f"[demo] release {step}: {MODEL_NAME} version {version} (C={c}) as {release_id}", flush=True)
+            print(f"[demo] release {step}: {MODEL_NAME} version {version}, {what}, as {release_id}", flush=True)
             outcome = stack.run_dag({"spec": SPEC, "release_id": release_id}, echo=True if args.verbose else _progress_line)
-            ws = stack.workspace / release_id
-            promote_json = ws / "promote" / "promote.json"
-            if outcome.returncode != 0 or not promote_json.is_file():
+            done = _read_release(stack.workspace / release_id, release_id, version, what)
+            if done is None or done["promoted"] is not None and not should_pass or done["promoted"] is None and should_pass:
                 print("" if args.verbose else outcome.output[-6000:], file=sys.stderr)
-                print(f"[demo] FAILED: release {release_id} did not promote (airflow exit {outcome.returncode}, "
-                      f"state {outcome.state}); its workspace is {ws}", file=sys.stderr)
+                print(f"[demo] FAILED: release {release_id} ({what}) was expected to be "
+                      f"{'promoted' if should_pass else 'blocked by the canary'} but was not (airflow exit "
+                      f"{outcome.returncode}, state {outcome.state}); its workspace is {stack.workspace / release_id}", file=sys.stderr)
                 return 1
-            promoted = json.loads(promote_json.read_text())
-            releases.append({"release_id": release_id, "version": version, "promoted": promoted,
-                             "canary": json.loads((ws / "canary" / "canary.json").read_text())})
+            releases.append(done)
         store_copy = root / "store"
         n = _copy_store(stack, store_copy)
     print()
-    print(f"[demo] done in {time.monotonic() - started:.0f} s: {len(releases)} releases promoted")
+    promoted = [r for r in releases if r["promoted"]]
+    print(f"[demo] done in {time.monotonic() - started:.0f} s: {len(promoted)} of {len(releases)} releases promoted, "
+          f"{len(releases) - len(promoted)} blocked by the canary")
     for r in releases:
-        p, canary = r["promoted"], r["canary"]
-        print(f"  release {r['release_id']}: {MODEL_NAME} v{r['version']} -> {p['release_prefix']}")
-        print(f"    channel {p['channel']}: {p['previous_release'] or '(none)'} -> {r['release_id']}; "
-              f"MLflow alias {p['mlflow_alias']} -> v{r['version']}; {p['objects']} objects")
-        print(f"    {canary['summary']}")
-        baseline = json.loads(Path(canary["report_json"]).read_text()).get("baseline")
-        if baseline:
-            label = baseline["outputs"].get("label", {})
-            probs = baseline["outputs"].get("probabilities", {})
-            print(f"    against {baseline['name']}: labels agree on {label.get('agreement', 0):.1%} of {label.get('rows')} rows, "
-                  f"probabilities differ by up to {probs.get('max_abs', 0):.3f}")
-        print(f"    report: {canary['report_json']}")
-        print(f"            {canary['report_html']}")
-    print(f"  the store ({n} objects) is copied to {store_copy}; channels/production.json names {releases[-1]['release_id']}")
+        _print_release(r)
+    print(f"  the store ({n} objects) is copied to {store_copy}; channels/production.json names {promoted[-1]['release_id']}")
     return 0
+
+
+def _read_release(ws: Path, release_id: str, version: str, what: str) -> dict[str, Any] | None:
+    """What the DAG run left in the release's workspace: the canary's verdict and, if any, the promotion."""
+    canary_json, promote_json = ws / "canary" / "canary.json", ws / "promote" / "promote.json"
+    if not canary_json.is_file():
+        return None
+    canary = json.loads(canary_json.read_text())
+    report = json.loads(Path(canary["report_json"]).read_text())
+    promoted = json.loads(promote_json.read_text()) if promote_json.is_file() else None
+    return {"release_id": release_id, "version": version, "what": what, "canary": canary, "report": report, "promoted": promoted}
+
+
+def _print_release(r: dict[str, Any]) -> None:
+    canary, report, p = r["canary"], r["report"], r["promoted"]
+    verdict = "PROMOTED" if p else "BLOCKED"
+    print(f"  release {r['release_id']}: {MODEL_NAME} v{r['version']} ({r['what']}): {verdict}")
+    champion = report.get("champion") or {}
+    print(f"    judged against: {champion.get('name') or 'no champion'}"
+          + (f" ({champion.get('reason')})" if champion.get("kind") != "served" and champion.get("reason") else ""))
+    quality = report.get("quality") or {}
+    for metric, value in (quality.get("candidate") or {}).items():
+        theirs = (quality.get("champion") or {}).get(metric)
+        print(f"    {metric}: {value:.4f}" + (f" (champion {theirs:.4f})" if theirs is not None else ""))
+    for gate in report.get("gates") or []:
+        if gate.get("passed") is False:
+            print(f"    gate {gate['name']} FAILED: {gate['message']} [{gate['setting']}]")
+    if p:
+        print(f"    -> {p['release_prefix']}; channel {p['channel']}: {p['previous_release'] or '(none)'} -> {r['release_id']}; "
+              f"MLflow alias {p['mlflow_alias']} -> v{r['version']}; {p['objects']} objects")
+    else:
+        print("    nothing promoted; the channel still points at the champion")
+    print(f"    report: {canary['report_json']}")
+    print(f"            {canary['report_html']}")
 
 
 if __name__ == "__main__":

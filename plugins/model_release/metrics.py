@@ -44,7 +44,8 @@ def classification_metrics(target: Any, predicted: Any, scores: Any | None, n_cl
     """The classification metrics of one model.
 
     Args:
-        target: the true class index of each row ([N] ints in ``range(n_classes)``).
+        target: the true class index of each row ([N] ints in ``range(n_classes)``, or -1 for a class
+            the model does not have: a miss in every label metric, left out of the score-based ones).
         predicted: the predicted class index of each row ([N]).
         scores: class scores ([N, n_classes]) or None when the model answers none.
         n_classes: how many classes the model has.
@@ -53,17 +54,20 @@ def classification_metrics(target: Any, predicted: Any, scores: Any | None, n_cl
     from sklearn import metrics as skm
 
     labels = list(range(n_classes))
+    present = sorted(set(labels) | set(np.asarray(target).tolist()))  # a class the model lacks still counts
     out = {
         "accuracy": float(skm.accuracy_score(target, predicted)),
         "balanced_accuracy": float(_quiet(skm.balanced_accuracy_score, target, predicted)),
-        "f1_macro": float(skm.f1_score(target, predicted, labels=labels, average="macro", zero_division=0)),
+        "f1_macro": float(skm.f1_score(target, predicted, labels=present, average="macro", zero_division=0)),
     }
-    if scores is not None:
-        p = np.clip(np.asarray(scores, dtype=np.float64), 1e-15, 1.0)
+    known = np.asarray(target) >= 0
+    if scores is not None and known.any():
+        p = np.clip(np.asarray(scores, dtype=np.float64)[known], 1e-15, 1.0)
         p = p / p.sum(axis=1, keepdims=True)
-        out["log_loss"] = float(skm.log_loss(target, p, labels=labels))
-        if n_classes == 2 and len(set(np.asarray(target).tolist())) == 2:
-            out["roc_auc"] = float(skm.roc_auc_score(target, np.asarray(scores, dtype=np.float64)[:, 1]))
+        t = np.asarray(target)[known]
+        out["log_loss"] = float(skm.log_loss(t, p, labels=labels))
+        if n_classes == 2 and len(set(t.tolist())) == 2:
+            out["roc_auc"] = float(skm.roc_auc_score(t, np.asarray(scores, dtype=np.float64)[known][:, 1]))
     return out
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from .errors import GateError, ModelReleaseError
+from .errors import ConflictError, GateError, ModelReleaseError
 from .spec import ReleaseSpec
 from .types import (
     AssembleResult, CanaryResult, ExportResult, IntakeResult, PromoteResult, TensorRTResult, _Serialisable,
@@ -128,13 +128,16 @@ def run_canary(
     assembled: AssembleResult,
 ) -> CanaryResult:
     from .canary import run_canary as canary
-    from .canary.champion import native_champion
+    from .canary.champion import find_champion
+    from .canary.record import mlflow_recorder
 
     def stage() -> CanaryResult:
-        baseline, baseline_name = native_champion(spec, ws, services.tracking_uri, intake, export)
+        store = services.store(spec.promote.store)
         return canary(
-            spec, intake, export, assembled, ws,
-            endpoint=services.triton_endpoint, baseline=baseline, baseline_name=baseline_name,
+            spec, intake, export, assembled, ws, endpoint=services.triton_endpoint,
+            find_champion=lambda folder: find_champion(spec, folder, store=store, tracking_uri=services.tracking_uri,
+                                                       intake=intake, export=export),
+            record=mlflow_recorder(services.tracking_uri, intake, export) if services.tracking_uri else None,
         )
 
     return run_stage(ws, "canary", stage)
@@ -148,7 +151,7 @@ def run_promote(
     assembled: AssembleResult,
     canary: CanaryResult,
 ) -> PromoteResult:
-    from .store import promote
+    from .store import UNSET, promote
     from .store.bundle import bundle_release
     from .store.registry import MlflowFollower
 
@@ -157,20 +160,49 @@ def run_promote(
             from .errors import CanaryRejected
 
             raise CanaryRejected(f"the canary did not pass ({canary.summary}); nothing is promoted")
+        store = services.store(spec.promote.store)
+        # a release replaces only the champion it was judged against: refuse before uploading, and
+        # the pointer's conditional write refuses if it moves while this promotion runs
+        expected = canary.champion_release if canary.champion_pinned else UNSET
+        if canary.champion_pinned:
+            _same_champion(store, spec.promote.channel, canary.champion_release, ws.release_id)
         release_dir = bundle_release(
             ws.stage_dir("promote", fresh=True) / "release",
             repository_dir=assembled.repository_dir, manifest_path=assembled.manifest_path,
             reports=[canary.report_json, canary.report_html, export.parity_report],
             canary={"passed": canary.passed, "summary": canary.summary, "report": "reports/report.json",
-                    "figures": canary.figures, "server": canary.server},
+                    "figures": canary.figures, "server": canary.server,
+                    "champion": {"release_id": canary.champion_release, "kind": canary.champion_kind},
+                    # an interface break against the champion goes through only when acknowledged: say so
+                    "breaking_change": spec.promote.breaking_change},
         )
-        store = services.store(spec.promote.store)
         follower = None
         if spec.promote.mlflow_alias and services.tracking_uri:
             follower = MlflowFollower(services.tracking_uri, alias=spec.promote.mlflow_alias)
-        return promote(release_dir, ws.release_id, store, spec.promote.channel, follower=follower)
+        try:
+            return promote(release_dir, ws.release_id, store, spec.promote.channel, follower=follower, expected_current=expected)
+        except ConflictError as exc:
+            raise _judged_against(exc, spec.promote.channel, canary.champion_release, exc.winner) from None
 
     return run_stage(ws, "promote", stage)
+
+
+def _same_champion(store: Any, channel: str, judged: str | None, release_id: str) -> None:
+    """Raise ConflictError when the channel no longer points at the champion the canary judged against."""
+    from .store import read_channel
+
+    pointer = read_channel(store, channel)
+    now = pointer.release_id if pointer else None
+    if now != judged and now != release_id:  # the candidate itself being current is an idempotent retry
+        raise _judged_against(ConflictError("moved", winner=now), channel, judged, now)
+
+
+def _judged_against(exc: ConflictError, channel: str, judged: str | None, now: str | None) -> ConflictError:
+    return exc.restated(
+        f"channel {channel!r} now points at {now!r}, but the canary judged this candidate against "
+        f"{judged or 'no release (the channel was empty)'!r}; nothing was moved. Run the release again so the "
+        f"candidate is judged against {now!r}, the new champion"
+    )
 
 
 @dataclass

@@ -162,6 +162,13 @@ class CanaryResult(_Serialisable):
     summary: str
     figures: dict[str, Any] = field(default_factory=dict)
     server: dict[str, Any] = field(default_factory=dict)
+    #: the release the channel's pointer named when the canary read it (None: no pointer); promotion
+    #: replaces only this release, so a candidate is never promoted over a champion it was not judged against
+    champion_release: str | None = None
+    #: served (from the store), native (MLflow alias, not served) or none (first release)
+    champion_kind: str = "none"
+    #: whether the channel's pointer was read (then champion_release None means the channel had no release)
+    champion_pinned: bool = False
 
     def headline(self) -> str:
         return self.summary

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from model_release.canary.client import replay
-from model_release.canary.compare import Interface, compare_with_baseline, compare_with_reference
+from model_release.canary.compare import Interface, compare_with_reference
 from model_release.canary.expect import failures, run_expectations
 from model_release.canary.report import render_html, verdict, write_reports
 from model_release.errors import CanaryRejected
@@ -128,18 +128,6 @@ def test_other_shapes_compare_outputs_present_on_both_sides_by_name():
     assert parity.outputs["bucket"].kind == "label" and parity.outputs["bucket"].passed
     assert parity.outputs["score"].failing_rows == 1 and parity.outputs["score"].max_abs == pytest.approx(0.5)
     assert unmatched == ["only_native", "only_served"]
-
-
-def test_baseline_class_values_are_named_before_agreement_is_counted():
-    out = compare_with_baseline(
-        _classifier(),
-        {"label": np.array([0, 1, 2, 2]), "probabilities": np.full((4, 3), 0.5, np.float32)},
-        {"label": np.array([[b"setosa"], [b"versicolor"], [b"virginica"], [b"setosa"]], dtype=object),
-         "probabilities": np.full((4, 3), 0.25, np.float32)},
-    )
-    assert out["gating"] is False
-    assert out["outputs"]["label"] == {"kind": "label", "rows": 4, "agreement": 0.75, "differing_rows": 1}
-    assert out["outputs"]["probabilities"]["max_abs"] == pytest.approx(0.25)
 
 
 def test_verdict_names_each_failed_gate_with_its_spec_field():

@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 from model_release.canary import run_canary as canary_stage
+from model_release.canary.champion import NATIVE, Champion
+from model_release.canary.compare import Interface
 from model_release.pipeline import run_stage
 from model_release.errors import CanaryRejected
 from model_release.types import CanaryResult
@@ -30,12 +32,14 @@ def _report(release) -> dict:  # noqa: ANN001
 def test_a_faithful_candidate_passes_on_a_local_shimmed_triton_with_its_figures_reported(tmp_path, iris, iris_repository):
     onnx_path, golden, reference = iris
     release = make_release(tmp_path, iris_repository, onnx_path, golden, reference)
-    # production answered differently on rows 0 and 1: reported, never gating
-    baseline = {"label": reference["label"].copy(), "probabilities": reference["probabilities"] + np.float32(0.25)}
-    baseline["label"][[0, 1]] = 2
+    # a native champion (MLflow alias, no release in the store) that answered differently on rows 0 and 1
+    answers = {"label": reference["label"].copy(), "probabilities": reference["probabilities"] + np.float32(0.25)}
+    answers["label"][[0, 1]] = 2
+    champion = Champion(NATIVE, "production", name="production (version 0)", outputs=answers, model_version="0",
+                        interface=Interface({"label": "label", "probabilities": "probabilities"}, None, [0, 1, 2]))
 
     result = run_canary(release.spec, release.intake, release.export, release.assembled, release.workspace,
-                        baseline=baseline, baseline_name="production (version 0)")
+                        find_champion=lambda folder: champion)
 
     assert result.passed
     report = _report(release)
@@ -55,9 +59,14 @@ def test_a_faithful_candidate_passes_on_a_local_shimmed_triton_with_its_figures_
     assert report["expectations"]["passed"] is True
     in_set = [r for r in report["expectations"]["results"] if r["expectation"] == "expect_column_values_to_be_in_set"]
     assert in_set and in_set[0]["kwargs"]["value_set"] == LABELS
-    assert report["baseline"]["name"] == "production (version 0)" and report["baseline"]["gating"] is False
-    assert report["baseline"]["outputs"]["label"]["differing_rows"] == 2
-    assert report["baseline"]["outputs"]["probabilities"]["max_abs"] == pytest.approx(0.25, abs=1e-5)
+    assert report["champion"]["name"] == "production (version 0)" and report["champion"]["kind"] == "native"
+    # rows 0 and 1 differ: 148 of 150 agree, above the default canary.champion.min_agreement 0.9
+    assert report["shift"]["agreement"] == pytest.approx(148 / 150)
+    gates = {g["name"]: g for g in report["gates"]}
+    assert gates["champion.agreement"]["passed"] is True and gates["champion.agreement"]["candidate"] == pytest.approx(148 / 150)
+    assert gates["nonfinite"]["passed"] is True
+    assert gates["quality"]["passed"] is None and "golden.target is not set" in gates["quality"]["skipped"]
+    assert result.champion_kind == "native" and result.champion_release is None
     saved = release.workspace.load_result("canary", CanaryResult)
     assert saved == result
     html = (release.workspace.stage_dir("canary") / "report.html").read_text()

@@ -57,19 +57,22 @@ def test_two_releases_through_the_dag(stack) -> None:
     client = mlflow.MlflowClient(tracking_uri=stack.tracking_uri)
     assert str(client.get_model_version_by_alias("iris-classifier", "production").version) == first_version
 
-    # a retrained candidate: the canary compares it with the release before it
-    second_version = train_iris(stack.tracking_uri, c=0.05)
+    # a better retrain: the canary serves it beside the first release, fetched from the store, and judges both
+    second_version = train_iris(stack.tracking_uri, c=10.0)
     second = new_release_id("iris")
     run2 = stack.run_dag({"spec": "releases/iris.yaml", "release_id": second})
     assert run2.returncode == 0, run2.output[-5000:]
     pointer = store.json("channels/production.json")
     assert pointer["release_id"] == second
     report2 = store.json(f"releases/{second}/reports/report.json")
-    assert report2["baseline"]["name"] == f"production (version {first_version})"
-    label = report2["baseline"]["outputs"]["label"]
-    assert label["rows"] == 150 and 0.0 < label["agreement"] <= 1.0
-    # a model retrained with 20x the regularisation scores differently from the one it replaces
-    assert report2["baseline"]["outputs"]["probabilities"]["max_abs"] > 1e-3
+    assert report2["champion"]["kind"] == "served" and report2["champion"]["release_id"] == first
+    assert report2["server"]["models_loaded"]["iris__champion"] == ["1"]
+    quality = report2["quality"]
+    assert quality["candidate"]["accuracy"] > quality["champion"]["accuracy"]
+    # the champion served now scores what its own release's report recorded on the same golden set
+    assert quality["champion"] == report["quality"]["candidate"]
+    assert report2["shift"]["agreement"] >= 0.9
+    assert store.json(f"releases/{second}/release.json")["canary"]["champion"] == {"release_id": first, "kind": "served"}
     assert str(client.get_model_version_by_alias("iris-classifier", "production").version) == second_version
     # the first release is still there, whole and unchanged
     assert store.json(f"releases/{first}/release.json") == manifest

@@ -130,7 +130,7 @@ def canary(data: dict[str, Any]) -> dict[str, Any]:
     ref = ReleaseRef.from_dict(data)
     ws = ref.workspace()
     result = run_canary(
-        ref.spec(), ws, _services(ref, triton=True), _required(ws, "intake", IntakeResult),
+        ref.spec(), ws, _services(ref, store=True, triton=True), _required(ws, "intake", IntakeResult),
         _required(ws, "export", ExportResult), _required(ws, "repository", AssembleResult),
     )
     return ref.after("canary", {"passed": result.passed, "summary": result.summary, "report": result.report_json}).to_dict()

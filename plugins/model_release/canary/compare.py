@@ -160,37 +160,3 @@ def compare_with_reference(
     acc = ParityAccumulator(tolerances, labels)
     acc.update(expected, served)
     return acc.result(), unmatched
-
-
-def compare_with_baseline(
-    interface: Interface, baseline: Mapping[str, np.ndarray], candidate: Mapping[str, np.ndarray]
-) -> dict[str, Any]:
-    """Label agreement and max abs difference against the production model's outputs (report only).
-
-    ``baseline`` holds the production model's outputs on the same golden rows, either native (class
-    values, as in the reference) or served (label names); class values are mapped to names the
-    same way the reference's are.
-    """
-    out: dict[str, Any] = {}
-    names = interface.class_names() if interface.names_labels else None
-    label = interface.roles.get(LABEL)
-    for name in sorted(set(baseline) & set(candidate)):
-        b, c = np.asarray(baseline[name]), np.asarray(candidate[name])
-        if names and name == label:
-            text = top1(b)
-            b = np.array([names.get(t, t) for t in text], dtype=object)
-        if len(b) != len(c):
-            out[name] = {"error": f"baseline has {len(b)} rows, the candidate {len(c)}"}
-            continue
-        if not is_label_array(b) and not is_label_array(c):
-            if b.shape != c.shape:
-                out[name] = {"error": f"baseline shape {b.shape}, candidate shape {c.shape}"}
-                continue
-            diff = np.abs(b.astype(np.float64) - c.astype(np.float64))
-            out[name] = {"kind": "numeric", "rows": len(b), "max_abs": float(diff.max()) if diff.size else 0.0,
-                         "mean_abs": float(diff.mean()) if diff.size else 0.0}
-        else:
-            same = top1(b) == top1(c)
-            out[name] = {"kind": "label", "rows": len(b), "agreement": float(same.mean()) if len(same) else 1.0,
-                         "differing_rows": int((~same).sum())}
-    return {"outputs": out, "gating": False, "not_compared": sorted(set(baseline) ^ set(candidate))}

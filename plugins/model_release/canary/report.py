@@ -46,7 +46,17 @@ class CanaryReport:
     timing: dict[str, Any] | None = None
     slo: dict[str, Any] | None = None
     expectations: dict[str, Any] | None = None
-    baseline: dict[str, Any] | None = None
+    #: the production champion it was judged against (kind served/native/none, release, why)
+    champion: dict[str, Any] | None = None
+    champion_timing: dict[str, Any] | None = None
+    #: quality on ground truth: task, target, the candidate's and the champion's metrics
+    quality: dict[str, Any] | None = None
+    #: how alike candidate and champion answer: agreement, PSI, JS distance / KS, Wasserstein
+    shift: dict[str, Any] | None = None
+    #: every gate that judged the model (contract, nonfinite, quality.*, champion.*), see canary.gates
+    gates: list[dict[str, Any]] | None = None
+    #: where the verdict was recorded besides this report (the MLflow run), or why it was not
+    recorded: dict[str, Any] | None = None
     passed: bool | None = None
     verdict: str | None = None
     reasons: list[str] = field(default_factory=list)
@@ -73,6 +83,10 @@ class CanaryReport:
             "timing": {k: timing.get(k) for k in ("p50_ms", "p95_ms", "p99_ms", "throughput_rows_per_s", "requests")},
             "expectations_passed": (self.expectations or {}).get("passed"),
             "golden_rows": self.golden.get("rows"),
+            "quality": {k: (self.quality or {}).get(k) for k in ("task", "candidate", "champion")},
+            "champion": (self.champion or {}).get("release_id") or (self.champion or {}).get("name"),
+            "gates": {g["name"]: ("skipped" if g["passed"] is None else "passed" if g["passed"] else "failed")
+                      for g in self.gates or []},
         }
 
     def summary(self) -> str:
@@ -202,6 +216,27 @@ def render_html(report: Mapping[str, Any]) -> str:
     reasons = report.get("reasons") or []
     if reasons:
         parts.append("<h2>Why it was rejected</h2><ul>" + "".join(f"<li>{_e(r)}</li>" for r in reasons) + "</ul>")
+    champion = report.get("champion") or {}
+    if champion:
+        parts.append(f"<p><b>Judged against:</b> {_e(champion.get('name') or 'no champion')} ({_e(champion.get('kind'))})"
+                     + (f" · {_e(champion['reason'])}" if champion.get("reason") else "") + "</p>")
+    gates = report.get("gates") or []
+    if gates:
+        rows = [{**g, "verdict": "skipped" if g.get("passed") is None else "passed" if g.get("passed") else "FAILED",
+                 "detail": g.get("skipped") or g.get("message")} for g in gates]
+        parts.append("<h2>Gates on the served model</h2>"
+                     + _table(rows, ["name", "verdict", "candidate", "champion", "limit", "setting", "detail"]))
+    quality = report.get("quality") or {}
+    if quality.get("candidate"):
+        theirs = quality.get("champion") or {}
+        rows = [{"metric": m, "candidate": v, "champion": theirs.get(m)} for m, v in quality["candidate"].items()]
+        parts.append(f"<h2>Quality on ground truth ({_e(quality.get('task'))}, target {_e(quality.get('target'))}, "
+                     f"{_fmt(quality.get('rows'))} rows)</h2>" + _table(rows, ["metric", "candidate", "champion"]))
+    elif quality.get("skipped"):
+        parts.append(f"<h2>Quality on ground truth</h2><p class='muted'>{_e(quality['skipped'])}</p>")
+    shift = report.get("shift") or {}
+    if shift:
+        parts.append("<h2>Against the champion</h2>" + _pairs(shift))
     parity = report.get("parity") or {}
     parity_rows = [{"output": name, **fig} for name, fig in parity.items()]
     parts.append(
@@ -211,13 +246,6 @@ def render_html(report: Mapping[str, Any]) -> str:
     )
     if report.get("not_compared"):
         parts.append(f"<p class='muted'>not compared (present on one side only): {_e(report['not_compared'])}</p>")
-    baseline = report.get("baseline")
-    if baseline:
-        rows = [{"output": n, **f} for n, f in baseline.get("outputs", {}).items()]
-        parts.append(
-            f"<h2>Against the production model ({_e(baseline.get('name') or 'baseline')}, report only)</h2>"
-            + _table(rows, ["output", "kind", "rows", "agreement", "differing_rows", "max_abs", "mean_abs", "error"])
-        )
     timing = dict(report.get("timing") or {})
     if report.get("slo"):
         timing.update({f"slo_{k}": v for k, v in report["slo"].items()})

@@ -10,7 +10,9 @@ load is the candidate's fault (:class:`CanaryRejected`), a server that cannot be
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ..dtypes import wire_type
@@ -75,13 +77,16 @@ class CanaryServer:
             CanaryRejected: a model failed to load; the message names it and quotes Triton's error.
             ServiceUnavailable: the server stopped answering.
         """
+        return self._load_each(order, lambda name: {})
+
+    def _load_each(self, order: list[str], request: Callable[[str], dict[str, Any]]) -> LoadedModels:
         from tritonclient.utils import InferenceServerException
 
         loaded = LoadedModels(order=list(order))
         for name in order:
             t0 = time.perf_counter()
             try:
-                self._client.load_model(name)
+                self._client.load_model(name, **request(name))
             except InferenceServerException as exc:
                 raise CanaryRejected(
                     f'model "{name}" failed to load on the canary Triton ({self.url}): {_first_lines(exc.message())}. '
@@ -90,10 +95,36 @@ class CanaryServer:
             except OSError as exc:
                 raise ServiceUnavailable(f"the canary Triton at {self.url} stopped answering while loading {name!r}: {exc}") from None
             loaded.seconds[name] = round(time.perf_counter() - t0, 3)
-        for entry in self._client.get_model_repository_index():
-            if entry.get("state") == "READY" and entry.get("name") in order:
-                loaded.versions.setdefault(entry["name"], []).append(str(entry.get("version", "")))
+        for name in order:  # models pushed with files do not appear in the repository index: ask each one
+            try:
+                loaded.versions[name] = [str(v) for v in self._client.get_model_metadata(name).get("versions", [])]
+            except InferenceServerException:
+                loaded.versions[name] = []
         return loaded
+
+    def push(self, repository: Path, order: list[str]) -> LoadedModels:
+        """Load models from a local folder the server cannot see: config and files go through the load API.
+
+        Each model of ``order`` (dependencies first) is sent as its config.pbtxt (as JSON) and every
+        file of its version folders (``file:<version>/<name>`` overrides), so the server needs no
+        shared disk. Triton keeps such models in its own temporary folders.
+
+        Raises:
+            CanaryRejected: a model failed to load; the message names it and quotes Triton's error.
+            ServiceUnavailable: the server stopped answering.
+        """
+        from google.protobuf import json_format
+
+        from ..repository.config import CONFIG_FILE, read_config
+
+        def request(name: str) -> dict[str, Any]:
+            folder = Path(repository) / name
+            config = json_format.MessageToJson(read_config(folder / CONFIG_FILE), preserving_proto_field_name=True)
+            files = {f"file:{p.relative_to(folder).as_posix()}": p.read_bytes()
+                     for p in sorted(folder.rglob("*")) if p.is_file() and p.name != CONFIG_FILE}
+            return {"config": config, "files": files}
+
+        return self._load_each(order, request)
 
     def unload(self, order: list[str]) -> None:
         """Unload ``order`` in reverse, ignoring errors (a remote canary must not keep the candidate)."""

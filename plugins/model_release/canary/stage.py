@@ -1,21 +1,25 @@
-"""The canary stage: load the candidate into a Triton, replay the golden set, compare, time, expect, report.
+"""The canary stage: serve the candidate beside the production champion and judge the model as served.
 
 On the embedded setup (``endpoint=None``) the assembled repository is copied to
 ``<workspace>/canary/repository`` with every ONNX leaf shimmed (:mod:`.shim`) and served by a
 :class:`~model_release.local.triton.LocalTriton` started for this run. With an ``endpoint`` the
 canary uses that Triton as it is: it must run in explicit model-control mode with the assembled
 repository as (one of) its model repositories; models are loaded by name and unloaded afterwards.
+Either way the champion (:mod:`.champion`) is pushed to the same server through the load API
+under its own model names, and the same golden rows are replayed through both.
 
-Phases: :func:`_serve_and_replay` (server, load, replay), :func:`_judge` (parity, timing,
-expectations, the production baseline, the verdict), :func:`_close` (the reports and the result).
-Everything found goes into one typed :class:`~.report.CanaryReport`.
+Phases: :func:`_serve_and_replay` (server, load, replay both), :func:`_judge` (every gate on the
+served outputs, :mod:`.gates`), :func:`_close` (the reports and the result). Everything found goes
+into one typed :class:`~.report.CanaryReport`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -23,14 +27,41 @@ from typing import Any
 import numpy as np
 
 from ..errors import CanaryRejected
-from ..spec import ReleaseSpec
+from ..metrics import CLASSIFICATION, REGRESSION
+from ..roles import LABEL, VARIABLE
+from ..spec import DEFAULT_MIN_GOLDEN_ROWS, ReleaseSpec
 from ..types import AssembleResult, CanaryResult, ExportResult, IntakeResult
 from ..workspace import Workspace
 from . import compare as cmp
+from . import gates as gt
+from . import quality as q
+from .champion import NATIVE, NONE, SERVED, Champion
 from .client import ReplayResult, TritonHttpClient, replay
+from .contract import breaks, contract_of
 from .report import CanaryReport, verdict, write_reports
 from .server import CanaryServer
 from .shim import prepare_canary_repository
+
+#: finds the champion, given a folder to fetch it into
+ChampionFinder = Callable[[Path], Champion]
+#: records the verdict elsewhere (MLflow); returns what to keep in the report
+Recorder = Callable[[CanaryReport], dict[str, Any]]
+
+
+@dataclass
+class _Replays:
+    candidate: ReplayResult
+    champion: ReplayResult | None = None
+    champion_skipped: str | None = None
+
+
+@dataclass
+class _Golden:
+    inputs: dict[str, np.ndarray]
+    reference: dict[str, np.ndarray]
+    truth: np.ndarray | None = None
+    rows: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def _load_npz(path: str, what: str) -> dict[str, np.ndarray]:
@@ -41,8 +72,10 @@ def _load_npz(path: str, what: str) -> dict[str, np.ndarray]:
 
 
 @contextlib.contextmanager
-def _triton(spec: ReleaseSpec, assembled: AssembleResult, folder: Path, endpoint: str | None) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Yield (url, server facts): a LocalTriton on a shimmed copy, or the given endpoint."""
+def _triton(spec: ReleaseSpec, assembled: AssembleResult, folder: Path, endpoint: str | None,
+            champion: Champion) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Yield (url, server facts): a LocalTriton on a shimmed copy (the champion's models beside the
+    candidate's), or the given endpoint."""
     if endpoint is not None:
         yield endpoint.removeprefix("http://"), {
             "mode": "endpoint", "url": endpoint, "description": "remote Triton, backends as deployed", "shimmed_models": [],
@@ -52,6 +85,13 @@ def _triton(spec: ReleaseSpec, assembled: AssembleResult, folder: Path, endpoint
     from ..local.triton import LocalTriton
 
     copy = prepare_canary_repository(Path(assembled.repository_dir), folder / "repository")
+    if champion.kind == SERVED and champion.repository is not None:
+        # in the server's own repository, not pushed: Triton 2.51 loads an ensemble only when its steps
+        # are in a repository it polls (models pushed through the load API are not)
+        theirs = prepare_canary_repository(champion.repository, folder / "champion" / "served")
+        for model in sorted(p for p in theirs.path.iterdir() if p.is_dir()):
+            shutil.move(str(model), copy.path / model.name)
+        copy.shimmed += theirs.shimmed
     facts = {
         "mode": "local", "description": copy.description, "shimmed_models": copy.shimmed,
         "repository": str(copy.path), "log": str(folder / "tritonserver.log"),
@@ -70,29 +110,30 @@ def run_canary(
     ws: Workspace,
     *,
     endpoint: str | None = None,
-    baseline: dict[str, np.ndarray] | None = None,
-    baseline_name: str | None = None,
+    find_champion: ChampionFinder | None = None,
+    record: Recorder | None = None,
 ) -> CanaryResult:
     """Run the canary gate on an assembled repository and write its report.
 
     Args:
         spec: the release spec (``spec.canary`` holds the gates).
         intake: the model version (lineage).
-        export: where the golden set and the native reference are.
+        export: where the golden set, its ground truth and the native reference are.
         assembled: the repository, its entry model, load order and how to read its outputs.
         ws: the release workspace; the report goes to ``ws.stage_dir("canary")``.
         endpoint: ``host:port`` of a running Triton to use instead of a local one.
-        baseline: the production model's outputs on the same golden rows (reported, not gated).
-        baseline_name: what to call the baseline in the report (e.g. its release id).
+        find_champion: finds the production champion (given a folder to fetch it into); None judges
+            the candidate alone (the change gates are skipped, and the report says so).
+        record: called with the closed report (pass or reject), e.g. to log the served metrics to MLflow.
 
     Returns:
-        The verdict, the report paths and the figures.
+        The verdict, the report paths, the figures and the champion it was judged against.
 
     Raises:
-        CanaryRejected: a model failed to load, or parity, latency or expectations failed; the reports
-            are written first, the message names the output, figures, tolerance and the report path,
+        CanaryRejected: a model failed to load, or a gate failed; the reports are written first, the
+            message names each failed gate with the candidate's figure, the champion's and the limit,
             and the error carries the rejected result (``.result``).
-        ServiceUnavailable: the Triton could not be started or reached.
+        ServiceUnavailable: the Triton, or the store holding the champion, could not be reached.
         GpuUnavailable: the repository holds a model the local CPU Triton cannot serve (a TensorRT plan).
     """
     folder = ws.stage_dir("canary", fresh=True)
@@ -103,104 +144,251 @@ def run_canary(
         entry_model=assembled.entry_model, source_repository=assembled.repository_dir,
         started_at=datetime.now(timezone.utc).isoformat(),
     )
-    golden = _load_npz(export.golden_path, "golden set")
-    reference = _load_npz(export.reference_path, "native reference")
-    report.golden = {
-        "path": export.golden_path, "reference": export.reference_path, "inputs": sorted(golden),
-        "rows": int(len(next(iter(golden.values())))) if golden else 0,
-    }
+    golden = _golden(spec, export, report)
+    champion = find_champion(folder / "champion") if find_champion else Champion(
+        NONE, spec.promote.channel, reason="the canary ran without a champion finder (no store or MLflow given)")
+    report.champion = champion.describe()
     try:
-        replayed = _serve_and_replay(spec, assembled, export, golden, folder, endpoint, report)
-        passed, reasons = _judge(spec, assembled, reference, replayed, baseline, baseline_name, report)
+        replays = _serve_and_replay(spec, assembled, export, golden, champion, folder, endpoint, report)
+        passed, reasons = _judge(spec, assembled, golden, replays, champion, report)
     except CanaryRejected as exc:  # the candidate's fault: the report says why before the error goes up
         if report.closed:
             raise
-        result = _close(report, folder, False, [exc.message], t0)
+        result = _close(report, folder, False, [exc.message], t0, champion, record)
         raise CanaryRejected(f"{exc.message} The report is at {result.report_json}.", result=result) from None
-    result = _close(report, folder, passed, reasons, t0)
+    result = _close(report, folder, passed, reasons, t0, champion, record)
     if not passed:
         raise CanaryRejected(
             f"the canary of {spec.name} ({ws.release_id}) was rejected: " + "; ".join(reasons)
-            + f". Change the canary setting named in brackets in the release spec only if that is acceptable. "
-            f"The report is at {result.report_json} ({result.report_html}).",
+            + f". The report is at {result.report_json} ({result.report_html}).",
             result=result,
         )
     return result
 
 
+def _golden(spec: ReleaseSpec, export: ExportResult, report: CanaryReport) -> _Golden:
+    inputs = _load_npz(export.golden_path, "golden set")
+    reference = _load_npz(export.reference_path, "native reference")
+    truth = _load_npz(export.truth_path, "ground truth")["target"] if export.truth_path else None
+    rows = int(len(next(iter(inputs.values())))) if inputs else 0
+    report.golden = {
+        "path": export.golden_path, "reference": export.reference_path, "inputs": sorted(inputs), "rows": rows,
+        "target": spec.golden.target, "truth": export.truth_path or None, "min_rows": spec.golden.min_rows,
+        "min_rows_lowered": spec.golden.min_rows < DEFAULT_MIN_GOLDEN_ROWS,
+    }
+    if spec.golden.min_rows < DEFAULT_MIN_GOLDEN_ROWS:
+        report.golden["note"] = (f"golden.min_rows is {spec.golden.min_rows}, below the default {DEFAULT_MIN_GOLDEN_ROWS}: "
+                                 "an explicit choice of the spec")
+    return _Golden(inputs, reference, truth, rows)
+
+
 def _serve_and_replay(
-    spec: ReleaseSpec, assembled: AssembleResult, export: ExportResult, golden: dict[str, np.ndarray],
+    spec: ReleaseSpec, assembled: AssembleResult, export: ExportResult, golden: _Golden, champion: Champion,
     folder: Path, endpoint: str | None, report: CanaryReport,
-) -> ReplayResult:
-    """Start (or reach) the Triton, load the repository in dependency order, replay the golden set."""
+) -> _Replays:
+    """Start (or reach) the Triton, load candidate and champion in dependency order, replay both."""
     order = list(assembled.load_order)
     if assembled.entry_model not in order:
         order.append(assembled.entry_model)
-    with _triton(spec, assembled, folder, endpoint) as (url, server_facts):
+    with _triton(spec, assembled, folder, endpoint, champion) as (url, server_facts):
         report.server = server_facts
         server = CanaryServer(url, ready_timeout=spec.canary.ready_timeout_s)
+        pushed: list[str] = []
         try:
             meta = server.metadata()
             server_facts.update({"name": meta.get("name"), "version": meta.get("version")})
             report.load = {"order": order}
             loaded = server.load(order)
             report.load = {"order": loaded.order, "versions": loaded.versions, "seconds": loaded.seconds}
-            server_facts["models_loaded"] = loaded.versions
-            entry = server.entry(assembled.entry_model)
-            batch_rows = min(spec.canary.batch_rows, entry.max_batch_size) if entry.max_batch_size > 0 else spec.canary.batch_rows
-            report.golden.update({
-                "batch_rows": batch_rows, "batch_rows_requested": spec.canary.batch_rows,
-                "entry_max_batch_size": entry.max_batch_size,
-            })
-            missing = sorted(set(entry.inputs) - set(golden))
-            if missing:
-                raise CanaryRejected(
-                    f'entry model "{entry.name}" takes inputs {missing} that the golden set {export.golden_path!r} lacks '
-                    f"(it has {sorted(golden)}); the golden set must be keyed by the entry model's input names"
-                )
-            return replay(
-                {k: golden[k] for k in entry.inputs},
-                lambda: TritonHttpClient(url, entry.name, entry.inputs, list(entry.outputs)),
-                batch_rows=batch_rows,
-                concurrency=spec.canary.concurrency,
-            )
+            server_facts["models_loaded"] = dict(loaded.versions)
+            candidate = _replay_entry(spec, server, url, assembled.entry_model, golden, export, report)
+            replays = _Replays(candidate)
+            if champion.kind == SERVED:
+                pushed = champion.load_order
+                replays.champion, replays.champion_skipped = _replay_champion(
+                    spec, server, url, champion, golden, endpoint, report)
+            return replays
         finally:
             if endpoint is not None:
                 server.unload(order)
+            server.unload(pushed)
             server.close()
 
 
-def _judge(
-    spec: ReleaseSpec, assembled: AssembleResult, reference: dict[str, np.ndarray], result: ReplayResult,
-    baseline: dict[str, np.ndarray] | None, baseline_name: str | None, report: CanaryReport,
-) -> tuple[bool, list[str]]:
+def _replay_entry(spec: ReleaseSpec, server: CanaryServer, url: str, name: str, golden: _Golden, export: ExportResult,
+                  report: CanaryReport) -> ReplayResult:
+    entry = server.entry(name)
+    batch_rows = min(spec.canary.batch_rows, entry.max_batch_size) if entry.max_batch_size > 0 else spec.canary.batch_rows
+    report.golden.update({
+        "batch_rows": batch_rows, "batch_rows_requested": spec.canary.batch_rows, "entry_max_batch_size": entry.max_batch_size,
+    })
+    missing = sorted(set(entry.inputs) - set(golden.inputs))
+    if missing:
+        raise CanaryRejected(
+            f'entry model "{entry.name}" takes inputs {missing} that the golden set {export.golden_path!r} lacks '
+            f"(it has {sorted(golden.inputs)}); the golden set must be keyed by the entry model's input names"
+        )
+    return replay(
+        {k: golden.inputs[k] for k in entry.inputs},
+        lambda: TritonHttpClient(url, entry.name, entry.inputs, list(entry.outputs)),
+        batch_rows=batch_rows, concurrency=spec.canary.concurrency,
+    )
+
+
+def _replay_champion(
+    spec: ReleaseSpec, server: CanaryServer, url: str, champion: Champion, golden: _Golden,
+    endpoint: str | None, report: CanaryReport,
+) -> tuple[ReplayResult | None, str | None]:
+    """Load the champion beside the candidate and replay the same rows through it.
+
+    On the local Triton its (shimmed) models sit in the server's repository already; a remote
+    endpoint gets them pushed through the load API.
+    """
+    assert champion.repository is not None
+    try:
+        loaded = server.load(champion.load_order) if endpoint is None else server.push(champion.repository, champion.load_order)
+    except CanaryRejected as exc:  # not the candidate's fault, but nothing unjudged ships
+        raise CanaryRejected(
+            f"the production champion {champion.name} could not be loaded beside the candidate, so the candidate "
+            f"cannot be judged against it: {exc.message.split('. Fix the model')[0]}. On a remote canary, an ensemble "
+            "champion needs its steps in a repository the server polls (Triton does not load an ensemble over models "
+            "pushed through its load API); run the canary on the embedded Triton, or make the champion's release "
+            "visible to the canary's repository"
+        ) from None
+    report.server.setdefault("models_loaded", {}).update(loaded.versions)
+    report.champion = {**(report.champion or {}), "load_seconds": loaded.seconds}
+    entry = server.entry(champion.entry)
+    unfit = _unfit_inputs(champion, golden)
+    if unfit:
+        return None, f"its entry model's inputs do not fit this release's golden set ({'; '.join(unfit)})"
+    batch_rows = min(spec.canary.batch_rows, entry.max_batch_size) if entry.max_batch_size > 0 else spec.canary.batch_rows
+    result = replay({k: golden.inputs[k] for k in entry.inputs},
+                    lambda: TritonHttpClient(url, entry.name, entry.inputs, list(entry.outputs)),
+                    batch_rows=batch_rows, concurrency=spec.canary.concurrency)
+    return result, None
+
+
+def _unfit_inputs(champion: Champion, golden: _Golden) -> list[str]:
+    """The champion's inputs this golden set cannot feed (missing, or of other dims): it is then not replayed."""
+    unfit = []
+    for name, (_, dims) in (champion.contract.inputs if champion.contract else {}).items():
+        array = golden.inputs.get(name)
+        if array is None:
+            unfit.append(f"no input {name!r}")
+        elif len(array.shape[1:]) != len(dims) or any(d not in (-1, g) for d, g in zip(dims, array.shape[1:])):
+            unfit.append(f"input {name!r} is {list(dims)} per row, the golden set has {list(array.shape[1:])}")
+    return unfit
+
+
+def _judge(spec: ReleaseSpec, assembled: AssembleResult, golden: _Golden, replays: _Replays, champion: Champion,
+           report: CanaryReport) -> tuple[bool, list[str]]:
     """Every gate on the served outputs; fills the report's sections and returns the verdict."""
     interface = cmp.Interface.of(assembled)
+    served = replays.candidate.outputs
     parity, unmatched = cmp.compare_with_reference(
-        interface, spec.canary.tolerances, spec.canary.min_label_agreement, reference, result.outputs,
+        interface, spec.canary.tolerances, spec.canary.min_label_agreement, golden.reference, served,
     )
     report.parity, report.not_compared = parity.to_dict(), unmatched
-    timing = result.timing()
+    timing = replays.candidate.timing()
     report.timing = timing
     report.slo = {"p99_ms_limit": spec.canary.p99_ms, "p99_ms": timing["p99_ms"],
                   "passed": spec.canary.p99_ms is None or timing["p99_ms"] <= spec.canary.p99_ms}
-    expectations = None
-    if spec.canary.expectations:
-        from .expect import run_expectations
+    expectations = _expectations(spec, interface, served, report)
+    champion_outputs, why_not = _champion_outputs(champion, replays)
+    if replays.champion is not None:
+        report.champion_timing = replays.champion.timing()
+    gates = [
+        _contract(spec, assembled, champion),
+        gt.nonfinite_gate(q.nonfinite_rows(served), golden.rows),
+        *_quality(spec, interface, served, golden, champion, champion_outputs, report),
+        *_likeness(spec, interface, served, champion, champion_outputs, why_not, report),
+    ]
+    report.gates = [g.to_dict() for g in gates]
+    _, reasons = verdict(parity, timing, spec.canary.p99_ms, expectations)
+    reasons += [g.reason for g in gates if g.failed]
+    return not reasons, reasons
 
-        expectations = run_expectations(dict(result.outputs), classifier=interface.names_labels,
-                                        label_set=interface.label_set() if interface.names_labels else None)
-        report.expectations = expectations
-    else:
+
+def _expectations(spec: ReleaseSpec, interface: cmp.Interface, served: dict[str, np.ndarray], report: CanaryReport) -> dict[str, Any] | None:
+    if not spec.canary.expectations:
         report.expectations = {"skipped": "canary.expectations is false in the release spec"}
-    if baseline is not None:
-        report.baseline = {"name": baseline_name, **cmp.compare_with_baseline(interface, baseline, result.outputs)}
-    return verdict(parity, timing, spec.canary.p99_ms, expectations)
+        return None
+    from .expect import run_expectations
+
+    report.expectations = run_expectations(dict(served), classifier=interface.names_labels,
+                                           label_set=interface.label_set() if interface.names_labels else None)
+    return report.expectations
 
 
-def _close(report: CanaryReport, folder: Path, passed: bool, reasons: list[str], t0: float) -> CanaryResult:
-    """Set the verdict, write report.json and report.html, and return the stage's result."""
+def _champion_outputs(champion: Champion, replays: _Replays) -> tuple[dict[str, np.ndarray] | None, str]:
+    """The champion's answers on the golden rows, or why there are none."""
+    if champion.kind == SERVED:
+        if replays.champion is None:
+            return None, f"the champion {champion.name} was not replayed: {replays.champion_skipped}"
+        return replays.champion.outputs, ""
+    if champion.kind == NATIVE and champion.outputs is not None:
+        return champion.outputs, ""
+    return None, champion.reason or "no champion"
+
+
+def _contract(spec: ReleaseSpec, assembled: AssembleResult, champion: Champion) -> gt.Gate:
+    if champion.contract is None:
+        return gt.contract_gate(spec, None, champion.name)
+    mine = contract_of(assembled.repository_dir, assembled.entry_model, assembled.labels if LABEL in assembled.roles else None)
+    if champion.kind == NATIVE:  # a native champion's contract is its signature: compare inputs and classes
+        mine = type(mine)(entry=mine.entry, inputs=mine.inputs, outputs={}, max_batch_size=None,
+                          labels=[str(c) for c in assembled.classes] if assembled.classes is not None else None)
+    found = breaks(champion.contract, mine, outputs=champion.kind == SERVED)
+    return gt.contract_gate(spec, found, champion.name)
+
+
+def _quality(spec: ReleaseSpec, interface: cmp.Interface, served: dict[str, np.ndarray], golden: _Golden,
+             champion: Champion, champion_outputs: dict[str, np.ndarray] | None, report: CanaryReport) -> list[gt.Gate]:
+    task = q.task_of(interface)
+    if golden.truth is None or task is None:
+        why = ("no ground truth: golden.target is not set" if golden.truth is None
+               else "no output plays the role of a label, class scores or a prediction")
+        report.quality = {"skipped": why}
+        return [gt.skipped("quality", "golden.target", why)]
+    mine = q.served_metrics(interface, served, golden.truth, "the candidate")
+    theirs = None
+    if champion_outputs is not None and q.task_of(champion.interface) == task:
+        names = interface.labels if champion.kind == NATIVE and champion.interface.classes == interface.classes else None
+        theirs = q.served_metrics(champion.interface, champion_outputs, golden.truth, f"the champion {champion.name}", target_names=names)
+    report.quality = {"task": task, "target": spec.golden.target, "rows": golden.rows, "candidate": mine, "champion": theirs,
+                      "champion_name": champion.name if theirs is not None else None}
+    return gt.quality_gates(spec, task, mine, theirs, champion.name or "none")
+
+
+def _likeness(spec: ReleaseSpec, interface: cmp.Interface, served: dict[str, np.ndarray], champion: Champion,
+              champion_outputs: dict[str, np.ndarray] | None, why_not: str, report: CanaryReport) -> list[gt.Gate]:
+    """Agreement and distribution shift against the champion (no ground truth needed)."""
+    task = q.task_of(interface)
+    shift = None
+    if task == CLASSIFICATION:
+        if champion_outputs is not None and LABEL in champion.interface.roles and LABEL in interface.roles:
+            mine, theirs = served[interface.roles[LABEL]], champion_outputs[champion.interface.roles[LABEL]]
+            if champion.kind == NATIVE:  # compare class values: a native champion has no label names
+                mine = q.class_values(interface, mine)
+            shift = q.label_shift(mine, theirs)
+        report.shift = shift or {"skipped": why_not}
+        return gt.agreement_gates(spec, shift, champion.name, why_not)
+    if task == REGRESSION:
+        if champion_outputs is not None and VARIABLE in champion.interface.roles:
+            shift = q.numeric_shift(served[interface.roles[VARIABLE]], champion_outputs[champion.interface.roles[VARIABLE]])
+        report.shift = shift or {"skipped": why_not}
+        return [gt.ks_gate(spec, shift, champion.name, why_not)]
+    report.shift = {"skipped": "no output plays the role of a label or a prediction"}
+    return []
+
+
+def _close(report: CanaryReport, folder: Path, passed: bool, reasons: list[str], t0: float, champion: Champion,
+           record: Recorder | None) -> CanaryResult:
+    """Set the verdict, record it elsewhere, write report.json and report.html, and return the stage's result."""
     report.close(passed, reasons, datetime.now(timezone.utc).isoformat(), time.perf_counter() - t0)
+    if record is not None:
+        report.recorded = record(report)
     json_path, html_path = write_reports(folder, report)
     return CanaryResult(passed=passed, report_json=str(json_path), report_html=str(html_path), summary=report.summary(),
-                        figures=report.figures(), server=report.server)
+                        figures=report.figures(), server=report.server, champion_release=champion.release_id,
+                        champion_kind=champion.kind, champion_pinned=champion.pinned)

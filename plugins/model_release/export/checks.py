@@ -61,7 +61,7 @@ def tensor_specs(model: Any, *, require_batch: bool) -> tuple[list[TensorSpec], 
     """
     initializers = {i.name for i in model.graph.initializer}
     inputs = [_spec(v, "input", require_batch) for v in model.graph.input if v.name not in initializers]
-    outputs = [_spec(v, "output", False) for v in model.graph.output]
+    outputs = [_spec(v, "output", require_batch) for v in model.graph.output]
     return inputs, outputs
 
 
@@ -76,7 +76,8 @@ def _spec(value: Any, kind: str, require_batch: bool) -> TensorSpec:
     if require_batch and dims[0] != -1:
         raise ExportError(
             f"{what} has a fixed first dimension {dims[0]}; the release batches requests, so export it with a "
-            "dynamic batch axis (or set repository.max_batch_size: 0)"
+            "dynamic batch axis (or set repository.max_batch_size: 0). Triton's onnxruntime backend refuses a "
+            "batching model whose tensors do not start with a variable dimension"
         )
     return TensorSpec(name=value.name, datatype=triton_from_onnx(tensor.elem_type, what=what), dims=tuple(dims[1:]))
 

@@ -92,7 +92,7 @@ def assemble(
     entry, labels = spec.name, None
     if shape == "single":
         models = [_leaf_model(spec.name, release_leaf, spec)]
-        roles = {r: r for r in (PROBABILITIES, LABEL, VARIABLE) if any(t.name == r for t in release_leaf.outputs)}
+        roles = _single_roles(release_leaf.outputs)
     elif shape == "classifier":
         models, labels = _classifier(spec, intake, release_leaf)
         roles = {PROBABILITIES: PROBABILITIES, LABEL: LABEL}
@@ -147,6 +147,14 @@ def assemble(
 
 
 # --- the models of each shape -------------------------------------------------------------------
+
+
+def _single_roles(outputs: list[TensorSpec]) -> dict[str, str]:
+    """Outputs named after a role play it; a lone floating output of a model without classes is its prediction."""
+    roles = {r: r for r in (PROBABILITIES, LABEL, VARIABLE) if any(t.name == r for t in outputs)}
+    if not roles and len(outputs) == 1 and outputs[0].datatype in ("FP16", "FP32", "FP64", "BF16"):
+        roles[VARIABLE] = outputs[0].name
+    return roles
 
 
 def _block(block: CascadeSpec | FanoutSpec | None, shape: str) -> Any:

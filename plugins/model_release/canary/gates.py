@@ -1,0 +1,203 @@
+"""The gates that judge the served model, each one line of the verdict.
+
+A :class:`Gate` names what it checked, the candidate's figure, the champion's figure, the limit
+and the spec setting that sets it; a failed gate's sentence is a reason the release is blocked.
+A gate that could not be checked (no ground truth, no champion) is *skipped* and says why.
+
+- ``contract``: the candidate's entry model against the champion's (:mod:`.contract`); a break
+  passes only when ``promote.breaking_change`` acknowledges it.
+- ``nonfinite``: no served output holds NaN or an infinity, whatever the native model does.
+- ``quality.<metric>``: value and change thresholds on ground truth. ``threshold``,
+  ``min_absolute_change`` and ``min_relative_change`` are checked by MLflow's own
+  ``validate_evaluation_results`` (its ``MetricThreshold`` semantics); ``max_absolute_drop`` and
+  ``max_relative_drop`` bound a regression against the champion.
+- ``champion.agreement`` / ``champion.psi`` (classifiers), ``champion.ks`` (numeric predictions):
+  how alike candidate and champion answer the same rows, no ground truth needed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..metrics import METRICS
+from ..spec import MetricGate, ReleaseSpec
+
+
+@dataclass
+class Gate:
+    """One check of the verdict."""
+
+    name: str
+    passed: bool | None
+    setting: str
+    candidate: Any = None
+    champion: Any = None
+    limit: str | None = None
+    message: str = ""
+    skipped: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.passed is False
+
+    @property
+    def reason(self) -> str:
+        return f"{self.message} [{self.setting}]"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def skipped(name: str, setting: str, why: str) -> Gate:
+    return Gate(name, None, setting, skipped=why, message=f"{name}: skipped: {why}")
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+# --- contract and non-finite outputs -----------------------------------------------------------------
+
+
+def contract_gate(spec: ReleaseSpec, differences: list[str] | None, champion_name: str) -> Gate:
+    """``differences``: the breaks found (None: no champion to compare with)."""
+    setting = "promote.breaking_change"
+    if differences is None:
+        return skipped("contract", setting, "no champion: nothing to break")
+    if not differences:
+        return Gate("contract", True, setting, candidate="compatible", champion=champion_name,
+                    message=f"the candidate's interface is compatible with {champion_name}'s")
+    listed = "; ".join(differences)
+    ack = spec.promote.breaking_change
+    if ack:
+        return Gate("contract", True, setting, candidate=f"{len(differences)} break(s), acknowledged", champion=champion_name,
+                    limit="acknowledged", message=f"the candidate breaks {champion_name}'s interface ({listed}); "
+                    f"acknowledged by promote.breaking_change: {ack!r}")
+    return Gate(
+        "contract", False, setting, candidate=f"{len(differences)} break(s)", champion=champion_name, limit="no breaks",
+        message=f"the candidate breaks the interface clients of {champion_name} rely on: {listed}. Keep the interface, "
+                f"or acknowledge the break with promote.breaking_change: \"<why>\" in {spec.where} (it is recorded in the manifest)",
+    )
+
+
+def nonfinite_gate(rows_by_output: dict[str, int], total_rows: int) -> Gate:
+    if not rows_by_output:
+        return Gate("nonfinite", True, "canary.nonfinite (always on)", candidate=0, limit="0 rows",
+                    message="every served output is finite")
+    listed = ", ".join(f'"{n}" on {k} of {total_rows} rows' for n, k in sorted(rows_by_output.items()))
+    return Gate("nonfinite", False, "canary.nonfinite (always on)", candidate=sum(rows_by_output.values()), limit="0 rows",
+                message=f"served outputs hold NaN or infinite values: {listed}; a model that answers NaN cannot ship, "
+                        "even where the native model answers the same")
+
+
+# --- quality on ground truth --------------------------------------------------------------------------
+
+
+def quality_gates(
+    spec: ReleaseSpec, task: str, candidate: dict[str, float], champion: dict[str, float] | None, champion_name: str,
+) -> list[Gate]:
+    """One gate per quality gate in force for ``task`` (defaults merged with ``canary.quality``)."""
+    gates = []
+    for metric, gate in spec.canary.quality_gates(task).items():
+        setting = f"canary.quality.{metric}"
+        if metric not in candidate:
+            gates.append(skipped(f"quality.{metric}", setting, f"{metric} is not computable for this model "
+                                 "(log_loss and roc_auc need class scores; roc_auc a binary classifier)"))
+            continue
+        gates.append(_quality_gate(spec, metric, gate, candidate[metric], (champion or {}).get(metric), champion_name, setting))
+    return gates
+
+
+def _quality_gate(spec: ReleaseSpec, metric: str, gate: MetricGate, value: float, base: float | None,
+                  champion_name: str, setting: str) -> Gate:
+    better = METRICS[metric].greater_is_better
+    failures, limits = _mlflow_thresholds(metric, gate, value, base, better)
+    if gate.change_gated and base is None:
+        if gate.threshold is None:
+            return skipped(f"quality.{metric}", setting, f"no champion figure to compare {metric} with ({champion_name})")
+        limits.append("change gates skipped: no champion")
+    elif base is not None:
+        drop = (base - value) if better else (value - base)  # > 0: the candidate is worse
+        if gate.max_absolute_drop is not None:
+            limits.append(f"at most {gate.max_absolute_drop:g} worse than the champion")
+            if drop > gate.max_absolute_drop + 1e-12:
+                failures.append(f"{_fmt(drop)} worse than the champion's {_fmt(base)}, more than max_absolute_drop {gate.max_absolute_drop:g}")
+        if gate.max_relative_drop is not None:
+            limits.append(f"at most {gate.max_relative_drop:.2%} worse than the champion")
+            relative = drop / abs(base) if base else (math.inf if drop > 0 else 0.0)
+            if relative > gate.max_relative_drop + 1e-12:
+                failures.append(f"{relative:.2%} worse than the champion's {_fmt(base)}, more than max_relative_drop {gate.max_relative_drop:.2%}")
+    limit = "; ".join(limits)
+    if failures:
+        return Gate(
+            f"quality.{metric}", False, setting, candidate=value, champion=base, limit=limit,
+            message=f"{metric} of the served candidate is {_fmt(value)} on the golden set's ground truth "
+                    f"(champion {champion_name}: {_fmt(base) if base is not None else 'none'}): " + "; ".join(failures)
+                    + f". Change {setting} in {spec.where} only if that is acceptable",
+        )
+    return Gate(f"quality.{metric}", True, setting, candidate=value, champion=base, limit=limit,
+                message=f"{metric} {_fmt(value)} (champion {_fmt(base) if base is not None else 'none'})")
+
+
+def _mlflow_thresholds(metric: str, gate: MetricGate, value: float, base: float | None, better: bool) -> tuple[list[str], list[str]]:
+    """MLflow's MetricThreshold checks (value threshold, minimum improvement): (failures, limits)."""
+    from mlflow.models import MetricThreshold
+    from mlflow.models.evaluation import EvaluationResult
+    from mlflow.models.evaluation.validation import ModelValidationFailedException, validate_evaluation_results
+
+    failures: list[str] = []
+    limits: list[str] = []
+    checks = {"threshold": gate.threshold}
+    if base is not None:
+        checks.update(min_absolute_change=gate.min_absolute_change, min_relative_change=gate.min_relative_change)
+    for field, limit in checks.items():
+        if limit is None:
+            continue
+        limits.append({"threshold": f"{'>=' if better else '<='} {limit:g}",
+                       "min_absolute_change": f"at least {limit:g} better than the champion",
+                       "min_relative_change": f"at least {limit:.2%} better than the champion"}[field])
+        threshold = MetricThreshold(**{field: float(limit) if field == "min_relative_change" else limit}, greater_is_better=better)
+        try:
+            validate_evaluation_results({metric: threshold}, EvaluationResult({metric: value}, {}),
+                                        EvaluationResult({metric: base}, {}) if base is not None else None)
+        except ModelValidationFailedException:
+            failures.append(f"MLflow's {field} check failed ({limits[-1]})")
+    return failures, limits
+
+
+# --- agreement with the champion -------------------------------------------------------------------
+
+
+def agreement_gates(spec: ReleaseSpec, shift: dict[str, Any] | None, champion_name: str, why_not: str) -> list[Gate]:
+    """Agreement and PSI of predicted labels against the champion (classifiers)."""
+    gates = spec.canary.champion
+    if shift is None:
+        return [skipped("champion.agreement", "canary.champion.min_agreement", why_not),
+                skipped("champion.psi", "canary.champion.max_psi", why_not)]
+    agree, psi = shift["agreement"], shift["psi"]
+    out = [Gate("champion.agreement", agree >= gates.min_agreement, "canary.champion.min_agreement",
+                candidate=agree, champion=1.0, limit=f">= {gates.min_agreement:g}",
+                message=f"the candidate's labels agree with {champion_name}'s on {agree:.2%} of the golden rows, "
+                        f"below canary.champion.min_agreement {gates.min_agreement:.2%}: it answers like a different model"
+                if agree < gates.min_agreement else f"labels agree with the champion on {agree:.2%} of rows"),
+           Gate("champion.psi", psi <= gates.max_psi, "canary.champion.max_psi", candidate=psi, champion=0.0,
+                limit=f"<= {gates.max_psi:g}",
+                message=f"the predicted class distribution shifted from {champion_name}'s: PSI {psi:.4g} > canary.champion.max_psi "
+                        f"{gates.max_psi:g} (candidate {shift['candidate_frequencies']}, champion {shift['champion_frequencies']})"
+                if psi > gates.max_psi else f"predicted class distribution PSI {psi:.4g}")]
+    return out
+
+
+def ks_gate(spec: ReleaseSpec, shift: dict[str, Any] | None, champion_name: str, why_not: str) -> Gate:
+    """The two-sample KS statistic of numeric predictions against the champion (regressors)."""
+    if shift is None:
+        return skipped("champion.ks", "canary.champion.max_ks", why_not)
+    ks, limit = shift["ks"], spec.canary.champion.max_ks
+    return Gate("champion.ks", ks <= limit, "canary.champion.max_ks", candidate=ks, champion=0.0, limit=f"<= {limit:g}",
+                message=f"the candidate's predictions are distributed unlike {champion_name}'s: KS statistic {ks:.4g} > "
+                        f"canary.champion.max_ks {limit:g} (Wasserstein distance {shift['wasserstein']:.4g})"
+                if ks > limit else f"prediction distribution KS {ks:.4g}")
