@@ -179,7 +179,8 @@ def rollback(
         try:
             result.mlflow_alias = follower.on_rollback(manifest, channel, target, report_uri(store, target, manifest))
         except ModelReleaseError as exc:
-            raise type(exc)(f"channel {channel!r} was rolled back to {target!r}, but the registry did not follow: {exc}") from None
+            raise exc.restated(f"channel {channel!r} was rolled back to {target!r}, but the registry did not follow: "
+                               f"{exc.message}. Rerun the rollback with --to {target} once fixed") from None
         except Exception as exc:
             raise ServiceUnavailable(
                 f"channel {channel!r} was rolled back to {target!r}, but the registry did not follow "
