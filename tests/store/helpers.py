@@ -207,6 +207,10 @@ class TriggerBackend:
         self._gate("get", key)
         return self.inner.sha256_of(key)
 
+    def check(self, *, write: bool) -> None:
+        self._gate("head", "")
+        return self.inner.check(write=write)
+
 
 def history_agrees(store: Any, channel: str) -> list[Any]:
     """Assert the channel's history is an unbroken chain ending at the pointer; return it."""

@@ -49,7 +49,11 @@ def test_cli_history_releases_verify_rollback_retention(kit, tmp_path, capsys, m
 def test_cli_errors_are_one_line_and_non_zero(tmp_path, capsys):
     uri = (tmp_path / "empty").as_uri()
     code, _, err = _run(capsys, "rollback", "--store", uri, "--channel", "production")
-    assert code != 0 and err.count("\n") == 1 and "points at nothing" in err
+    assert code == 2 and err.count("\n") == 1 and "does not exist" in err and str(tmp_path / "empty") in err
+    assert not (tmp_path / "empty").exists()
+    (tmp_path / "empty").mkdir()
+    code, _, err = _run(capsys, "rollback", "--store", uri, "--channel", "production")
+    assert code == 4 and err.count("\n") == 1 and "points at nothing" in err
     code, _, err = _run(capsys, "history", "--store", "ftp://nope")
     assert code == 2 and err.count("\n") == 1 and "s3://BUCKET" in err
     code, _, err = _run(capsys, "retention", "--store", uri)

@@ -99,6 +99,11 @@ class StoreBackend(Protocol):
         """Read the whole object and return its SHA-256 (hex): the deep check."""
         ...
 
+    def check(self, *, write: bool) -> None:
+        """Raise when the store root is not there (``write=False``) or could not be written
+        (``write=True``), leaving nothing behind; see ``ModelStore.check_writable``."""
+        ...
+
 
 def b64(hex_digest: str) -> str:
     """A hex SHA-256 as S3 spells it (base64 of the raw digest)."""

@@ -8,7 +8,8 @@ Commands (each takes ``--store URI``, default ``$MODEL_RELEASE_STORE``)::
     rollback  --channel C [--to ID] [--mlflow-tracking-uri URI] [--alias production]
     retention --keep N [--protect-days D] [--dry-run]
 
-Output is JSON on stdout; an error is one line on stderr and a non-zero exit code.
+Output is JSON on stdout; an error is one line on stderr and a non-zero exit code (2: bad input).
+No command creates a store that is not there.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ def _run(args: argparse.Namespace) -> tuple[Any, int]:
     if not args.store:
         raise _Usage("model-release store: --store is required (or set MODEL_RELEASE_STORE)")
     store = open_store(args.store)
+    store.check_readable()  # a typo'd store is refused here, and nothing is created
     if args.command == "history":
         return [p.to_doc() for p in history(store, args.channel)], 0
     if args.command == "releases":

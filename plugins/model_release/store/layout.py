@@ -16,6 +16,7 @@ from __future__ import annotations
 import getpass
 import json
 import os
+import re
 import socket
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -187,22 +188,99 @@ class ModelStore:
     def release_ids(self) -> list[str]:
         return self.backend.list_dirs(RELEASES)
 
+    # -- checks --------------------------------------------------------------------------------
+    def check_readable(self) -> None:
+        """Refuse a store that is not there, without creating anything.
+
+        Raises:
+            SpecError: a local store folder that does not exist or is not a folder (a typo'd path).
+            StoreError: the bucket does not exist or may not be listed.
+            ServiceUnavailable: the endpoint did not answer.
+        """
+        self.backend.check(write=False)
+
+    def check_writable(self) -> None:
+        """Prove a promotion could write here, leaving nothing behind; cheap enough to call
+        before any stage of a release runs.
+
+        S3: a HEAD of the bucket, then a multipart upload started under ``releases/`` and
+        aborted at once (it needs the same permission as an upload and never becomes an
+        object). Local folder: a temporary file created and removed in the store folder, or in
+        its nearest existing parent when the folder is still to be created.
+
+        Raises:
+            StoreError: the bucket does not exist or may not be written, or the folder is not
+                writable; the message says which and what to do.
+            ServiceUnavailable: the endpoint did not answer.
+        """
+        self.backend.check(write=True)
+
     def __repr__(self) -> str:
         return f"ModelStore({self.uri!r})"
 
 
+#: an S3 bucket name: AWS's rule, widened to the legacy us-east-1 names (capitals, '_', up to 255)
+_BUCKET = re.compile(r"[A-Za-z0-9][A-Za-z0-9._\-]{1,253}[A-Za-z0-9]")
+_ENCODED_SEPARATOR = re.compile(r"%(2f|5c|00)", re.IGNORECASE)
+_FORMS = "use s3://BUCKET[/PREFIX] or file:///ABSOLUTE/PATH"
+
+
+def _redacted(uri: str) -> str:
+    """The URI with any user:password@ part replaced, so an error never repeats a credential."""
+    scheme, sep, rest = uri.partition("://")
+    netloc, slash, path = rest.partition("/")
+    if sep and "@" in netloc:
+        return f"{scheme}://***@{netloc.rsplit('@', 1)[1]}{slash}{path}"
+    return uri
+
+
+def _uri_problem(uri: str) -> str | None:
+    """Why ``uri`` cannot name a store, or None. Checked before anything is opened."""
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in uri):
+        return "it contains a control character"
+    for mark, what in (("?", "query"), ("#", "fragment")):
+        if mark in uri:
+            part = uri[uri.index(mark):]
+            part = part.split("#")[0] if mark == "?" else part
+            return f"it has a {what} {part!r}, which a store URI never has (it would be dropped and the base store opened)"
+    if "\\" in uri:
+        return "it has a backslash; separate folders with '/'"
+    encoded = _ENCODED_SEPARATOR.search(uri)
+    if encoded:
+        return f"it has {encoded.group(0)!r}, a percent-encoded '/', '\\' or NUL (decoded, it would name another folder)"
+    parsed = urlparse(uri)
+    if "@" in parsed.netloc:
+        return "it carries credentials (user@ or user:password@); they come from the AWS chain or the Airflow connection"
+    path = unquote(parsed.path) if parsed.scheme == "file" else parsed.path
+    if any(seg in (".", "..") for seg in path.split("/")):
+        return "it has a '.' or '..' segment" + (" (after percent-decoding)" if path != parsed.path else "")
+    if parsed.scheme == "s3" and parsed.netloc and not _BUCKET.fullmatch(parsed.netloc):
+        return (f"{parsed.netloc!r} is not an S3 bucket name (letters, digits, '.', '-', '_'; 3 to 255); "
+                "a private endpoint (moto, MinIO) is set with MODEL_RELEASE_S3_ENDPOINT_URL, not in the URI")
+    if parsed.scheme == "s3" and "//" in parsed.path.strip("/"):
+        return "its prefix has an empty segment ('//')"
+    return None
+
+
 def open_store(uri: str, *, s3_client: Any | None = None) -> ModelStore:
-    """Open a model store.
+    """Open a model store. Opening reads and writes nothing (a local folder is created by the
+    first write; see :meth:`ModelStore.check_readable` and :meth:`ModelStore.check_writable`).
 
     Args:
-        uri: ``s3://BUCKET[/PREFIX]`` or ``file:///ABSOLUTE/PATH``.
+        uri: ``s3://BUCKET[/PREFIX]`` or ``file:///ABSOLUTE/PATH``; no query, fragment,
+            credentials, ``.``/``..`` segment or percent-encoded separator.
         s3_client: a boto3 S3 client to use (for example built from an Airflow connection); when
             None one is built from the standard AWS chain, with the endpoint from
             ``MODEL_RELEASE_S3_ENDPOINT_URL`` or ``AWS_ENDPOINT_URL`` when set.
 
     Raises:
-        SpecError: the URI is neither form.
+        SpecError: the URI is neither form, or one of them with something a store URI never has.
     """
+    if not isinstance(uri, str):
+        raise SpecError(f"store URI {uri!r} is not valid: it is not a string; {_FORMS}")
+    problem = _uri_problem(uri)
+    if problem:
+        raise SpecError(f"store URI {_redacted(uri)!r} is not valid: {problem}; {_FORMS}")
     parsed = urlparse(uri)
     if parsed.scheme == "s3" and parsed.netloc:
         from .s3 import S3Backend, default_client
@@ -216,4 +294,4 @@ def open_store(uri: str, *, s3_client: Any | None = None) -> ModelStore:
         from .localfs import FileBackend
 
         return ModelStore(FileBackend(Path(unquote(parsed.path))))
-    raise SpecError(f"store URI {uri!r} is not valid; use s3://BUCKET[/PREFIX] or file:///ABSOLUTE/PATH")
+    raise SpecError(f"store URI {_redacted(uri)!r} is not valid; {_FORMS}")

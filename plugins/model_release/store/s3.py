@@ -12,6 +12,7 @@ credential.
 from __future__ import annotations
 
 import os
+import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -244,3 +245,31 @@ class S3Backend:
         except _NotFound:
             return None
         return h.hexdigest()
+
+    def check(self, *, write: bool) -> None:
+        try:
+            with self._boundary("HEAD bucket", ""):
+                self.client.head_bucket(Bucket=self.bucket)
+        except _NotFound:
+            raise StoreError(
+                f"bucket {self.bucket!r} does not exist (store {self.uri}); create it, or fix the store URI "
+                "(the spec's promote.store or --store), then run again"
+            ) from None
+        except StoreError as exc:
+            raise StoreError(f"bucket {self.bucket!r} (store {self.uri}) cannot be read: {exc.message.split(': ', 1)[-1]}") from None
+        if not write:
+            return
+        probe = f"releases/.check-writable/{uuid.uuid4().hex}"  # never a release id: those start alphanumeric
+        try:
+            with self._boundary("multipart upload (write probe)", probe):
+                started = self.client.create_multipart_upload(Bucket=self.bucket, Key=self._key(probe))
+        except StoreError as exc:
+            raise StoreError(
+                f"the store {self.uri} is not writable: S3 refused to start an upload in bucket {self.bucket!r} "
+                f"({exc.message.split(': ', 1)[-1]})"
+            ) from None
+        try:
+            with self._boundary("ABORT multipart upload (write probe)", probe):
+                self.client.abort_multipart_upload(Bucket=self.bucket, Key=self._key(probe), UploadId=started["UploadId"])
+        except (_NotFound, StoreError):
+            pass  # an unfinished upload, never an object
