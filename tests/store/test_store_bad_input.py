@@ -48,12 +48,23 @@ BAD = [
     ("channel-slash", ["history", "--store", "{uri}", "--channel", "bad/channel"], "channel 'bad/channel' is not valid"),
     ("channel-empty", ["rollback", "--store", "{uri}", "--channel", ""], "channel '' is not valid"),
     ("channel-digit", ["rollback", "--store", "{uri}", "--channel", "1production"], "channel '1production' is not valid"),
+    ("channel-long", ["repair-pointer", "--store", "{uri}", "--channel", "c" * 65, "--to", "r1"], f"channel '{'c' * 65}' is not valid"),
     ("release-dotdot", ["verify", "../r1", "--store", "{uri}"], "release id '../r1' is not valid"),
     ("release-traversal", ["rollback", "--store", "{uri}", "--to", "r1/../r2"], "release id 'r1/../r2' is not valid"),
+    ("release-empty", ["rollback", "--store", "{uri}", "--to", ""], "release id '' is not valid"),
+    ("release-space", ["repair-pointer", "--store", "{uri}", "--channel", "production", "--to", "a b"], "release id 'a b' is not valid"),
     ("release-long", ["verify", "r" * 129, "--store", "{uri}"], "is not valid: use letters, digits"),
+    ("days-nan", ["retention", "--store", "{uri}", "--keep", "1", "--protect-days", "nan"], "'nan' is not valid; give a number of days from 0 to 36500"),
+    ("days-inf", ["retention", "--store", "{uri}", "--keep", "1", "--protect-days", "inf"], "'inf' is not valid"),
+    ("days-minus-inf", ["retention", "--store", "{uri}", "--keep", "1", "--protect-days=-inf"], "'-inf' is not valid"),
+    ("days-huge", ["retention", "--store", "{uri}", "--keep", "1", "--protect-days", "1e12"], "'1e12' is not valid"),
+    ("days-negative", ["retention", "--store", "{uri}", "--keep", "0", "--protect-days", "-1"], "'-1' is not valid"),
+    ("days-word", ["retention", "--store", "{uri}", "--keep", "0", "--protect-days", "week"], "'week' is not valid"),
     ("keep-negative", ["retention", "--store", "{uri}", "--keep", "-1", "--protect-days", "0"], "keep=-1 is not valid"),
     ("keep-fraction", ["retention", "--store", "{uri}", "--keep", "1.5"], "invalid int value: '1.5'"),
     ("missing-keep", ["retention", "--store", "{uri}"], "the following arguments are required: --keep"),
+    ("missing-to", ["repair-pointer", "--store", "{uri}", "--channel", "production"], "required: --to"),
+    ("missing-channel", ["repair-pointer", "--store", "{uri}", "--to", "r1"], "required: --channel"),
     ("missing-release", ["verify", "--store", "{uri}"], "required: release_id"),
     ("missing-store", ["history", "--channel", "production"], "--store is required (or set MODEL_RELEASE_STORE)"),
     ("missing-command", [], "required: command"),
@@ -154,7 +165,7 @@ def test_open_store_refuses_what_it_used_to_open_as_another_store(tmp_path):
 def test_read_only_commands_on_a_typod_local_path_create_nothing(tmp_path, capsys):
     typo = tmp_path / "stores" / "iris-typo"
     for argv in (["history", "--channel", "production"], ["releases"], ["verify", "r1"], ["verify", "r1", "--deep"],
-                 ["rollback"], ["retention", "--keep", "1"]):
+                 ["rollback"], ["retention", "--keep", "1"], ["repair-pointer", "--channel", "production", "--to", "r1"]):
         code = store_main([*argv, "--store", typo.as_uri()])
         err = capsys.readouterr().err
         assert code == 2 and err.count("\n") == 1 and f"local store folder {typo} does not exist" in err, err

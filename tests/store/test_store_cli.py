@@ -39,7 +39,8 @@ def test_cli_history_releases_verify_rollback_retention(kit, tmp_path, capsys, m
     assert code == 0 and back["to_release"] == "r1"
     assert read_channel(store, "production").release_id == "r1"
     code, ret, _ = _run(capsys, "retention", "--store", kit.uri, "--keep", "0", "--protect-days", "0", "--dry-run")
-    assert code == 0 and ret == {"deleted": ["r2"], "dry_run": True}
+    # r1 is pointed at and r2 is the newest verified release: retention keeps both
+    assert code == 0 and ret == {"deleted": [], "dry_run": True}
 
     store.backend.put_bytes("releases/r1/reports/report.json", b"{}")
     code, report, _ = _run(capsys, "verify", "r1", "--store", kit.uri)

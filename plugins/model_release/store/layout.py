@@ -25,7 +25,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from ..errors import SpecError, StoreError
-from ..names import check_channel
+from ..names import check_channel, is_release_id
 from .backend import PreconditionFailed, StoreBackend
 
 RELEASES = "releases/"
@@ -53,6 +53,12 @@ def dumps(doc: Any) -> bytes:
     return (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
 
 
+def _excerpt(data: bytes, limit: int = 80) -> str:
+    """A stored document's first bytes, quoted on one line, for an error message."""
+    text = data[:limit].decode("utf-8", "replace")
+    return repr(text + ("..." if len(data) > limit else ""))
+
+
 @dataclass
 class ChannelPointer:
     """The content of ``channels/<channel>.json`` (and of each history entry).
@@ -62,7 +68,7 @@ class ChannelPointer:
         release_id: the release it points at.
         previous_release: the release it pointed at before this move (None for the first).
         seq: 1 for the first move, then +1 per move; the history entry's number.
-        action: ``promote`` or ``rollback``.
+        action: ``promote``, ``rollback`` or ``repair``.
         updated_at: UTC time of the move.
         updated_by: who moved it (``$MODEL_RELEASE_ACTOR`` or user@host).
         etag: the stored object's etag when read (not serialised), for the next conditional write.
@@ -84,9 +90,54 @@ class ChannelPointer:
         return doc
 
     @classmethod
-    def from_doc(cls, doc: dict[str, Any], etag: str | None = None) -> "ChannelPointer":
+    def from_doc(cls, doc: Any, etag: str | None = None, *, channel: str | None = None) -> "ChannelPointer":
+        """The pointer a stored document describes.
+
+        Raises:
+            DamagedDocument: the document is not a pointer (not an object, a key missing or of
+                the wrong type, or naming another channel than ``channel``); says which.
+        """
+        problem = pointer_problem(doc, channel)
+        if problem:
+            raise DamagedDocument(problem)
         known = {k: doc[k] for k in ("channel", "release_id", "previous_release", "seq", "action", "updated_at", "updated_by", "format") if k in doc}
         return cls(**known, etag=etag)
+
+
+class DamagedDocument(Exception):
+    """A stored pointer or history entry is not what model-release writes. Internal: the caller
+    turns it into a ``StoreError`` naming the key and the way out."""
+
+
+#: the keys every pointer and history entry carries, and their types
+_POINTER_KEYS: dict[str, tuple[type, ...]] = {
+    "channel": (str,), "release_id": (str,), "previous_release": (str, type(None)), "seq": (int,), "action": (str,),
+}
+
+
+def pointer_problem(doc: Any, channel: str | None = None) -> str | None:
+    """What makes ``doc`` unusable as a channel pointer, or None when it is one."""
+    if not isinstance(doc, dict):
+        return f"it holds a JSON {type(doc).__name__}, not an object"
+    for key, types in _POINTER_KEYS.items():
+        if key not in doc:
+            return f"key {key!r} is missing"
+        value = doc[key]
+        if not isinstance(value, types) or isinstance(value, bool):
+            return f"key {key!r} is {value!r}, not {' or '.join('null' if t is type(None) else t.__name__ for t in types)}"
+    if not is_release_id(doc["release_id"]):
+        return f"key 'release_id' is {doc['release_id']!r}, not a valid release id"
+    if doc["seq"] < 1:
+        return f"key 'seq' is {doc['seq']!r}, not a move number >= 1"
+    if channel is not None and doc["channel"] != channel:
+        return f"key 'channel' is {doc['channel']!r}, not {channel!r}"
+    return None
+
+
+def repair_hint(uri: str, channel: str) -> str:
+    """The way out of a damaged or dangling pointer, as a command line."""
+    return (f"repair it with `model-release store repair-pointer --store {uri} --channel {channel} --to RELEASE`, "
+            "naming a release `model-release store releases` lists as complete (it is verified first)")
 
 
 class ModelStore:
@@ -137,13 +188,49 @@ class ModelStore:
             return None
         data, etag = got
         try:
-            return json.loads(data), etag
+            doc = json.loads(data)
         except ValueError:
-            raise StoreError(f"{self.uri}/{key} is not valid JSON; it was not written by model-release or is damaged") from None
+            doc = None
+        if not isinstance(doc, dict):
+            raise StoreError(f"{self.uri}/{key} is not a JSON object (content {_excerpt(data)}); it was not written by "
+                             "model-release or is damaged")
+        return doc, etag
+
+    def parse_pointer(self, channel: str, got: tuple[bytes, str] | None) -> tuple[ChannelPointer | None, str | None]:
+        """A stored pointer's content (from ``backend.get_bytes``), read without raising:
+        ``(pointer, None)``; ``(None, None)`` when there is none; ``(None, what is wrong)`` when damaged."""
+        if got is None:
+            return None, None
+        try:
+            return ChannelPointer.from_doc(json.loads(got[0]), etag=got[1], channel=channel), None
+        except ValueError:
+            problem = "it is not valid JSON"
+        except DamagedDocument as exc:
+            problem = str(exc)
+        return None, f"{problem} (content {_excerpt(got[0])})"
+
+    def inspect_pointer(self, channel: str) -> tuple[ChannelPointer | None, str | None]:
+        """:meth:`parse_pointer` of the channel's stored pointer."""
+        return self.parse_pointer(channel, self.backend.get_bytes(self.channel_key(channel)))
+
+    def damaged_pointer(self, channel: str, problem: str) -> StoreError:
+        """The error for a damaged pointer: which key, what is wrong, the way out."""
+        return StoreError(
+            f"channel pointer {self.uri}/{self.channel_key(channel)} is damaged: {problem}; promotion, rollback and "
+            f"retention cannot use it: {repair_hint(self.uri, channel)}"
+        )
 
     def read_pointer(self, channel: str) -> ChannelPointer | None:
-        got = self.read_json(self.channel_key(channel))
-        return None if got is None else ChannelPointer.from_doc(got[0], etag=got[1])
+        """The channel's pointer, or None when there is none.
+
+        Raises:
+            StoreError: the stored pointer is damaged (not JSON, a key missing or of the wrong
+                type); the message names the key and the repair command.
+        """
+        pointer, problem = self.inspect_pointer(channel)
+        if problem:
+            raise self.damaged_pointer(channel, problem)
+        return pointer
 
     def write_pointer(self, pointer: ChannelPointer, *, replacing: ChannelPointer | None) -> ChannelPointer:
         """Write the pointer only if the stored one is still ``replacing`` (absent when None).
@@ -174,9 +261,12 @@ class ModelStore:
         if got is None:
             return None
         try:
-            return json.loads(got[0]), got[0]
+            doc = json.loads(got[0])
         except ValueError:
-            raise StoreError(f"{self.release_uri(release_id)}{MANIFEST} is not valid JSON; the release is damaged") from None
+            doc = None
+        if not isinstance(doc, dict):
+            raise StoreError(f"{self.release_uri(release_id)}{MANIFEST} is not a JSON object; the release is damaged")
+        return doc, got[0]
 
     def read_record(self, release_id: str) -> dict[str, Any] | None:
         got = self.read_json(self.release_prefix(release_id) + MARKER)

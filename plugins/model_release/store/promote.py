@@ -398,6 +398,7 @@ def promote(
     local = read_release_dir(Path(release_dir))
     if follower is not None:  # refuse before uploading, not after moving the pointer
         model_ref(local.manifest, where=str(local.path / MANIFEST))
+    store.read_pointer(channel)  # a damaged pointer is refused before anything is uploaded
     staged = _stage(local, release_id, store, workers=workers, progress=progress)
     pointer, previous, moved = move_channel(store, channel, release_id, expected_current=expected_current)
     result = PromoteResult(
