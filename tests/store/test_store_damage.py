@@ -2,7 +2,7 @@
 
 Each test damages a real store (moto over HTTP, or the local folder) the way it happens: a pointer
 rewritten by hand or by another tool, a pointer naming a release that was never uploaded, an
-object changed behind the store's back.
+object changed behind the store's back, a promotion killed in the middle of a multipart upload.
 Then the operator's commands (``model-release store ...``) must say what is wrong on one line,
 refuse to make it worse, and offer a way out that leaves the store sound.
 """
@@ -10,17 +10,21 @@ refuse to make it worse, and offer a way out that leaves the store sound.
 from __future__ import annotations
 
 import json
+import os
+import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 
 from model_release.cli import main as model_release_main
-from model_release.errors import ConflictError, StoreError
+from model_release.errors import ConflictError, InfraError, StoreError
 from model_release.store import history, list_releases, promote, read_channel, retention, rollback, verify_release
 from model_release.store.channels import repair_pointer
+from model_release.store.uploads import abort_stale_uploads
 
-from .helpers import TriggerBackend, history_agrees, make_release
+from .conftest import fast_client
+from .helpers import CuttableProxy, TriggerBackend, history_agrees, make_release
 
 pytestmark = pytest.mark.integration
 
@@ -210,3 +214,78 @@ def test_rollback_skips_releases_that_do_not_verify(kit, tmp_path):
     rollback(store, "production", "r3")
     with pytest.raises(StoreError, match="no earlier complete release that verifies"):
         rollback(store, "production")
+
+
+# -- item 9: multipart uploads a killed promotion left ---------------------------------------------
+def _temporary_file(store, key: str, age: timedelta) -> Path:  # noqa: ANN001
+    """What a promotion killed in the middle of a local write leaves: atomic_write's temporary file."""
+    target = Path(store.backend.root) / key
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.parent / f".{target.name}.k1ll3d.model-release-tmp"
+    tmp.write_bytes(os.urandom(4096))
+    then = time.time() - age.total_seconds()
+    os.utime(tmp, (then, then))
+    return tmp
+
+
+def test_killed_multipart_upload_is_aborted_by_retention_through_the_cli(moto, tmp_path, monkeypatch, capsys, caplog):
+    from model_release.local.s3 import ensure_bucket
+    from model_release.store import open_store
+
+    ensure_bucket(moto.endpoint_url, "killed-uploads")
+    uri = "s3://killed-uploads/team"
+    rel = make_release(tmp_path / "big", small=1, big=20 * 1024 * 1024, seed="big")
+    proxy = CuttableProxy(moto.port)
+    try:
+        proxy.cut_after_bytes(10 * 1024 * 1024)  # the endpoint goes away inside the large file's parts
+        with pytest.raises(InfraError):
+            promote(rel, "big-1", open_store(uri, s3_client=fast_client(proxy.endpoint_url)), "production")
+    finally:
+        proxy.close()
+    direct = open_store(uri, s3_client=fast_client(moto.endpoint_url))
+    left = direct.backend.pending_uploads("releases/")
+    assert left and all(u.key.startswith("releases/big-1/") for u in left)  # parts stored, never aborted
+
+    monkeypatch.setenv("MODEL_RELEASE_S3_ENDPOINT_URL", moto.endpoint_url)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "damage-test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "damage-test")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    caplog.set_level("WARNING", logger="model_release")
+    capsys.readouterr()
+    assert model_release_main(["store", "retention", "--store", uri, "--keep", "2"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"deleted": [], "dry_run": False}
+    assert direct.backend.pending_uploads("releases/") == []  # moto dates every upload 2010: all are stale
+    assert any("aborted the unfinished upload" in r.getMessage() and "releases/big-1/models/iris/1/model.onnx" in r.getMessage()
+               for r in caplog.records)
+    result = promote(rel, "big-1", direct, "production")  # and the release still goes through
+    assert verify_release(direct, "big-1").ok and result.objects == result.uploaded + result.skipped
+
+
+def test_promotion_aborts_its_own_leftovers_and_old_ones_but_not_a_running_one(kit, tmp_path, caplog):
+    store = kit.store()
+    now = datetime.now(timezone.utc)
+    if kit.kind == "s3":
+        be = store.backend
+        for key in ("releases/r1/models/iris/1/model.onnx", "releases/other/models/iris/1/model.onnx"):
+            be.client.create_multipart_upload(Bucket=be.bucket, Key=be._key(key), ChecksumAlgorithm="SHA256")
+        started = {u.key: u.started for u in be.pending_uploads("releases/")}
+        now = max(started.values()) + timedelta(hours=1)  # moto dates uploads 2010: "now" is an hour later
+        # the age rule alone: an hour-old upload of another release is a running promotion, left alone
+        assert abort_stale_uploads(store, now=now, dry_run=True) == []
+        assert sorted(u.key for u in abort_stale_uploads(store, now=now + timedelta(days=2), dry_run=True)) == sorted(started)
+        mine = abort_stale_uploads(store, release_id="r1", now=now)
+        assert [u.key for u in mine] == ["releases/r1/models/iris/1/model.onnx"]
+        assert [u.key for u in be.pending_uploads("releases/")] == ["releases/other/models/iris/1/model.onnx"]
+        return
+    own = _temporary_file(store, "releases/r1/models/iris/1/model.onnx", timedelta(minutes=5))
+    running = _temporary_file(store, "releases/other/models/iris/1/model.onnx", timedelta(minutes=5))
+    old = _temporary_file(store, "releases/old/models/iris/1/model.onnx", timedelta(days=3))
+    caplog.set_level("WARNING", logger="model_release")
+    promote(make_release(tmp_path / "r1", small=1), "r1", store, "production")
+    assert not own.exists() and not old.exists() and running.exists()
+    logged = " ".join(r.getMessage() for r in caplog.records)
+    assert "releases/r1/models/iris/1/model.onnx" in logged and "releases/old/models/iris/1/model.onnx" in logged
+    assert [u.key for u in store.backend.pending_uploads("releases/")] == ["releases/other/models/iris/1/model.onnx"]
+    # a month later the other one is stale too: retention aborts it
+    assert retention(store, 1, protect_days=7, now=now + timedelta(days=30)) == []
+    assert store.backend.pending_uploads("releases/") == [] and not running.exists()

@@ -23,7 +23,7 @@ from typing import Iterator
 
 from ..errors import SpecError, StoreError
 from ..workspace import atomic_write, sha256_file
-from .backend import ObjectInfo, PreconditionFailed
+from .backend import ObjectInfo, PendingUpload, PreconditionFailed
 
 
 _LOCKS = ".locks"  # the lock files' folder, at the store root only
@@ -168,6 +168,28 @@ class FileBackend:
             return sha256_file(self._path(key))
         except (FileNotFoundError, NotADirectoryError):
             return None
+
+    def pending_uploads(self, prefix: str) -> list[PendingUpload]:
+        """The temporary files of writes that never finished (a killed promotion leaves them)."""
+        base = self._path(prefix.rstrip("/")) if prefix.strip("/") else self.root
+        found: list[PendingUpload] = []
+        for dirpath, _, filenames in os.walk(base):
+            for name in filenames:
+                if not _is_temporary(name):
+                    continue
+                p = Path(dirpath) / name
+                try:
+                    started = datetime.fromtimestamp(p.stat().st_mtime, timezone.utc)
+                except FileNotFoundError:
+                    continue  # finished meanwhile
+                target = name[1 : -len(_TMP_SUFFIX)].rsplit(".", 1)[0]  # ".<name>.<random><suffix>"
+                rel = p.relative_to(self.root).as_posix()
+                found.append(PendingUpload(key=rel.rsplit("/", 1)[0] + "/" + target if "/" in rel else target,
+                                           upload_id=rel, started=started))
+        return sorted(found, key=lambda u: (u.started or datetime.min.replace(tzinfo=timezone.utc), u.upload_id))
+
+    def abort_upload(self, upload: PendingUpload) -> None:
+        self.delete([upload.upload_id])  # and the folders it leaves empty
 
     def check(self, *, write: bool) -> None:
         if not write:

@@ -3,6 +3,8 @@
 Order of writes, so that a failure at any point leaves nothing that looks complete:
 
 0. a release already complete in the store is re-verified and left as it is (an idempotent rerun);
+   otherwise unfinished uploads a killed attempt of this release left (and any older than a day)
+   are aborted;
 1. objects already in the store with the manifest's size and SHA-256 are kept (resume);
 2. the local files still to upload are checked against the manifest; a mismatch stops here
    with nothing uploaded;
@@ -36,6 +38,7 @@ from .backend import ObjectInfo, PreconditionFailed, composite_b64, hash_file, o
 from .channels import UNSET, move_channel
 from .layout import FORMAT, MANIFEST, MARKER, ModelStore, check_channel, dumps, utcnow
 from .registry import RegistryFollower, model_ref, report_uri
+from .uploads import abort_stale_uploads
 from .verify import VerifyReport, manifest_files, verify_release
 
 log = logging.getLogger(__name__)
@@ -236,6 +239,7 @@ def _stage(local: LocalRelease, release_id: str, store: ModelStore, *, workers: 
     done = _resume_complete(local, release_id, store, workers)
     if done is not None:
         return done
+    abort_stale_uploads(store, release_id=release_id)  # what a killed attempt of this (or any old) promotion left
     prefix = store.release_prefix(release_id)
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="promote") as pool:
         listed, receipts = _kept_objects(store, prefix, local.files, pool)  # 1

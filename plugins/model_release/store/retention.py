@@ -11,6 +11,7 @@ from typing import Any, Callable
 from ..errors import SpecError
 from .channels import history
 from .layout import MANIFEST, MARKER, ModelStore, repair_hint
+from .uploads import abort_stale_uploads
 from .verify import verify_release
 
 log = logging.getLogger(__name__)
@@ -160,13 +161,14 @@ def retention(
     than ``protect_days`` (so a release being staged right now, or an unfinished one that may be
     resumed, is never deleted under a running promotion). A release that does not verify uses up
     no ``keep`` slot. Deletion removes ``_COMPLETE`` first, then ``release.json``, then the
-    objects, so a half-deleted release never looks complete.
+    objects, so a half-deleted release never looks complete. Unfinished uploads under
+    ``releases/`` older than a day are aborted first (see :mod:`.uploads`).
 
     Args:
         store: the model store.
         keep: verified releases per channel's history to keep (>= 0).
         protect_days: age below which nothing is deleted (0 to 36500).
-        dry_run: only report what would be deleted.
+        dry_run: only report what would be deleted (and log the uploads that would be aborted).
         now: the current time (for tests of the age rules).
 
     Returns:
@@ -179,6 +181,7 @@ def retention(
     _check_arguments(keep, protect_days)
     now = now or datetime.now(timezone.utc)
     _pointed(store, strict=True)  # refuse before touching anything
+    abort_stale_uploads(store, now=now, dry_run=dry_run)
     results: dict[str, bool] = {}
 
     def verified(rid: str) -> bool:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..errors import ServiceUnavailable, StoreError
-from .backend import META_COMPOSITE, META_SHA256, ObjectInfo, PreconditionFailed, composite_b64
+from .backend import META_COMPOSITE, META_SHA256, ObjectInfo, PendingUpload, PreconditionFailed, composite_b64
 
 MULTIPART_THRESHOLD = 16 * 1024 * 1024
 MULTIPART_CHUNKSIZE = 8 * 1024 * 1024
@@ -79,7 +79,7 @@ class S3Backend:
             err = exc.response.get("Error", {})
             code = str(err.get("Code", ""))
             status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-            if code in ("404", "NoSuchKey", "NotFound"):
+            if code in ("404", "NoSuchKey", "NotFound", "NoSuchUpload"):
                 raise _NotFound(key) from None
             if code in ("PreconditionFailed", "ConditionalRequestConflict") or status in (409, 412):
                 raise PreconditionFailed(f"{op} {key}: {code}") from None
@@ -246,6 +246,25 @@ class S3Backend:
             return None
         return h.hexdigest()
 
+    def pending_uploads(self, prefix: str) -> list[PendingUpload]:
+        found: list[PendingUpload] = []
+        markers: dict[str, str] = {}
+        while True:
+            with self._boundary("LIST multipart uploads", prefix):
+                r = self.client.list_multipart_uploads(Bucket=self.bucket, Prefix=self._key(prefix), **markers)
+            for u in r.get("Uploads", []):
+                found.append(PendingUpload(key=self._rel(u["Key"]), upload_id=u["UploadId"], started=u.get("Initiated")))
+            if not r.get("IsTruncated"):
+                return found
+            markers = {"KeyMarker": r.get("NextKeyMarker", ""), "UploadIdMarker": r.get("NextUploadIdMarker", "")}
+
+    def abort_upload(self, upload: PendingUpload) -> None:
+        try:
+            with self._boundary("ABORT multipart upload", upload.key):
+                self.client.abort_multipart_upload(Bucket=self.bucket, Key=self._key(upload.key), UploadId=upload.upload_id)
+        except _NotFound:
+            pass  # finished or aborted meanwhile
+
     def check(self, *, write: bool) -> None:
         try:
             with self._boundary("HEAD bucket", ""):
@@ -269,7 +288,6 @@ class S3Backend:
                 f"({exc.message.split(': ', 1)[-1]})"
             ) from None
         try:
-            with self._boundary("ABORT multipart upload (write probe)", probe):
-                self.client.abort_multipart_upload(Bucket=self.bucket, Key=self._key(probe), UploadId=started["UploadId"])
-        except (_NotFound, StoreError):
-            pass  # an unfinished upload, never an object
+            self.abort_upload(PendingUpload(probe, started["UploadId"]))
+        except StoreError:
+            pass  # left under releases/: the next promotion or retention aborts it once a day old
