@@ -207,6 +207,18 @@ class TriggerBackend:
         self._gate("get", key)
         return self.inner.sha256_of(key)
 
+    def pending_uploads(self, prefix: str) -> list[Any]:
+        self._gate("list", prefix)
+        return self.inner.pending_uploads(prefix)
+
+    def abort_upload(self, upload: Any) -> None:
+        self._gate("delete", upload.key)
+        return self.inner.abort_upload(upload)
+
+    def check(self, *, write: bool) -> None:
+        self._gate("head", "")
+        return self.inner.check(write=write)
+
 
 def history_agrees(store: Any, channel: str) -> list[Any]:
     """Assert the channel's history is an unbroken chain ending at the pointer; return it."""

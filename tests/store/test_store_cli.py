@@ -39,7 +39,8 @@ def test_cli_history_releases_verify_rollback_retention(kit, tmp_path, capsys, m
     assert code == 0 and back["to_release"] == "r1"
     assert read_channel(store, "production").release_id == "r1"
     code, ret, _ = _run(capsys, "retention", "--store", kit.uri, "--keep", "0", "--protect-days", "0", "--dry-run")
-    assert code == 0 and ret == {"deleted": ["r2"], "dry_run": True}
+    # r1 is pointed at and r2 is the newest verified release: retention keeps both
+    assert code == 0 and ret == {"deleted": [], "dry_run": True}
 
     store.backend.put_bytes("releases/r1/reports/report.json", b"{}")
     code, report, _ = _run(capsys, "verify", "r1", "--store", kit.uri)
@@ -49,7 +50,11 @@ def test_cli_history_releases_verify_rollback_retention(kit, tmp_path, capsys, m
 def test_cli_errors_are_one_line_and_non_zero(tmp_path, capsys):
     uri = (tmp_path / "empty").as_uri()
     code, _, err = _run(capsys, "rollback", "--store", uri, "--channel", "production")
-    assert code != 0 and err.count("\n") == 1 and "points at nothing" in err
+    assert code == 2 and err.count("\n") == 1 and "does not exist" in err and str(tmp_path / "empty") in err
+    assert not (tmp_path / "empty").exists()
+    (tmp_path / "empty").mkdir()
+    code, _, err = _run(capsys, "rollback", "--store", uri, "--channel", "production")
+    assert code == 4 and err.count("\n") == 1 and "points at nothing" in err
     code, _, err = _run(capsys, "history", "--store", "ftp://nope")
     assert code == 2 and err.count("\n") == 1 and "s3://BUCKET" in err
     code, _, err = _run(capsys, "retention", "--store", uri)

@@ -69,9 +69,10 @@ def test_retention_deletes_only_unneeded_old_releases(kit, tmp_path):
     rels = {f"p{i}": make_release(tmp_path / f"p{i}", small=1, seed=f"p{i}") for i in range(1, 6)}
     for rid, rel in rels.items():
         promote(rel, rid, store, "production")
+    stage_release(make_release(tmp_path / "orphan", small=1, seed="orphan"), "orphan", store)  # never promoted
+    # s1 is the newest release (retention never deletes the newest verified one; it is pointed at anyway)
     promote(make_release(tmp_path / "s1", small=1, seed="s1"), "s1", store, "staging")
     promote(rels["p1"], "p1", store, "canary")  # p1 is current on canary
-    stage_release(make_release(tmp_path / "orphan", small=1, seed="orphan"), "orphan", store)  # never promoted
     later = datetime.now(timezone.utc) + timedelta(days=30)
 
     assert retention(store, 2, protect_days=7) == []  # everything is younger than a week

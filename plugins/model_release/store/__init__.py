@@ -10,6 +10,7 @@ the same layout and the same guarantees::
                                               release exists only once this record does
     channels/<channel>.json                   {release_id, previous_release, seq, action, updated_at, updated_by}
     history/<channel>/<seq:010d>.json         one entry per pointer move, written create-only
+                                              (action promote, rollback or repair)
     .locks/                                   (local-folder store only) flock files for conditional writes
 
 Guarantees:
@@ -33,6 +34,20 @@ Guarantees:
   ``If-Match: <etag>`` to replace; a per-key ``flock`` plus ``os.replace`` locally). A promotion
   that finds the pointer changed since it read it fails with ``ConflictError`` naming the winner.
 * Uploads resume: a rerun keeps objects already stored with the manifest's size and SHA-256.
+  Unfinished multipart uploads a killed promotion left (and a local store's temporary files)
+  are aborted by the next promotion of that release, and by any promotion or ``retention`` once
+  older than a day (``uploads.STALE_UPLOAD_AGE``).
+* Damage is named, never worked around: a pointer that is not what model-release writes stops
+  promotion, rollback and retention with a ``StoreError`` naming the key and the way out,
+  ``repair_pointer`` (``model-release store repair-pointer``), which verifies the target and
+  replaces exactly the content it read. ``list_releases`` lists a release a pointer names that
+  the store does not hold (``exists=False``, with a ``problem``). Rollback picks, and retention
+  keeps, releases that verify; retention never deletes the newest verified release nor one a
+  pointer names.
+* Opening a store reads and writes nothing; a URI with a query, a fragment, credentials, a
+  ``..`` segment or a percent-encoded separator is refused (``SpecError``). A local store folder
+  is created by the first write, never by a read. ``ModelStore.check_writable()`` proves a
+  promotion could write (the pipeline calls it before any stage runs), leaving nothing behind.
 
 Loading a release in Triton straight from the store (Triton reads S3 itself; credentials and the
 region come from the usual ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` / ``AWS_DEFAULT_REGION``
@@ -51,12 +66,16 @@ the repository of its ``release_id``.
 Public API::
 
     open_store(uri, *, s3_client=None) -> ModelStore
+    ModelStore.check_writable() / check_readable()                      (StoreError / SpecError saying why not)
     promote(release_dir, release_id, store, channel, *, follower=None, expected_current=UNSET, progress=None) -> PromoteResult
     stage_release(release_dir, release_id, store) -> StageResult       (upload + verify + complete, no pointer move)
     rollback(store, channel, to_release=None, *, follower=None) -> RollbackResult
+    repair_pointer(store, channel, release_id) -> RepairResult
     retention(store, keep, *, protect_days=7.0, dry_run=False) -> list[str]
+    abort_stale_uploads(store, *, release_id=None, older_than=1 day, dry_run=False) -> list[PendingUpload]
     read_channel(store, channel) -> ChannelPointer | None
     list_releases(store) -> list[ReleaseInfo]
+    pointer_problems(store) -> dict[channel, str]                      (damaged or dangling pointers)
     history(store, channel) -> list[ChannelPointer]
     verify_release(store, release_id, *, deep=False) -> VerifyReport
     registry.MlflowFollower(tracking_uri, alias="production")
@@ -64,23 +83,27 @@ Public API::
 
 from __future__ import annotations
 
-from .backend import ObjectInfo, StoreBackend
-from .channels import UNSET, RollbackResult, history, move_channel, read_channel, rollback
+from .backend import ObjectInfo, PendingUpload, StoreBackend
+from .channels import UNSET, RepairResult, RollbackResult, history, move_channel, read_channel, repair_pointer, rollback
 from .layout import ChannelPointer, ModelStore, open_store
 from .promote import Progress, StageResult, promote, stage_release
 from .registry import MlflowFollower, RegistryFollower
-from .retention import ReleaseInfo, list_releases, retention
+from .retention import ReleaseInfo, list_releases, pointer_problems, retention
+from .uploads import abort_stale_uploads
 from .verify import VerifyReport, verify_release
 
 __all__ = [
     "UNSET",
+    "abort_stale_uploads",
     "ChannelPointer",
     "MlflowFollower",
     "ModelStore",
     "ObjectInfo",
+    "PendingUpload",
     "Progress",
     "RegistryFollower",
     "ReleaseInfo",
+    "RepairResult",
     "RollbackResult",
     "StageResult",
     "StoreBackend",
@@ -89,8 +112,10 @@ __all__ = [
     "list_releases",
     "move_channel",
     "open_store",
+    "pointer_problems",
     "promote",
     "read_channel",
+    "repair_pointer",
     "retention",
     "rollback",
     "stage_release",

@@ -49,6 +49,22 @@ class ObjectInfo:
     last_modified: datetime | None = None
 
 
+@dataclass(frozen=True)
+class PendingUpload:
+    """A write that was started and never finished: an S3 multipart upload (its parts are
+    stored and billed until it is aborted) or a local temporary file.
+
+    Attributes:
+        key: the object it would have become, relative to the store root.
+        upload_id: the S3 upload id, or the temporary file's key in a local-folder store.
+        started: when it was started, when the store says.
+    """
+
+    key: str
+    upload_id: str
+    started: datetime | None = None
+
+
 class StoreBackend(Protocol):
     """Object operations on one store root. Keys are '/'-separated, relative to the root."""
 
@@ -97,6 +113,19 @@ class StoreBackend(Protocol):
 
     def sha256_of(self, key: str) -> str | None:
         """Read the whole object and return its SHA-256 (hex): the deep check."""
+        ...
+
+    def pending_uploads(self, prefix: str) -> list[PendingUpload]:
+        """Writes under ``prefix`` that were started and never finished (oldest first)."""
+        ...
+
+    def abort_upload(self, upload: PendingUpload) -> None:
+        """Discard an unfinished write and what it stored; one already gone is ignored."""
+        ...
+
+    def check(self, *, write: bool) -> None:
+        """Raise when the store root is not there (``write=False``) or could not be written
+        (``write=True``), leaving nothing behind; see ``ModelStore.check_writable``."""
         ...
 
 

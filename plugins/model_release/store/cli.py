@@ -7,8 +7,13 @@ Commands (each takes ``--store URI``, default ``$MODEL_RELEASE_STORE``)::
     verify    RELEASE_ID [--deep]      check a release against its manifest (exit 5 when it fails)
     rollback  --channel C [--to ID] [--mlflow-tracking-uri URI] [--alias production]
     retention --keep N [--protect-days D] [--dry-run]
+    repair-pointer --channel C --to ID point a damaged (or dangling) channel at a verified release
 
-Output is JSON on stdout; an error is one line on stderr and a non-zero exit code.
+Output is JSON on stdout; an error is one line on stderr and a non-zero exit code: 2 bad input,
+4 the store failed, 5 the store holds something wrong (a release that does not verify; for
+``history`` and ``releases``, a damaged pointer or one naming a missing release: the JSON is still
+printed and the line on stderr says how to repair it). Nothing but ``rollback``, ``retention``
+and ``repair-pointer`` writes, and no command creates a store that is not there.
 """
 
 from __future__ import annotations
@@ -20,10 +25,10 @@ import sys
 from typing import Any
 
 from ..errors import ModelReleaseError
-from .channels import history, rollback
+from .channels import history, repair_pointer, rollback
 from .layout import open_store
 from .registry import MlflowFollower
-from .retention import list_releases, retention
+from .retention import PROTECT_DAYS_RANGE, list_releases, pointer_problems, retention, valid_protect_days
 from .verify import verify_release
 
 
@@ -34,6 +39,17 @@ class _Parser(argparse.ArgumentParser):
 
 class _Usage(Exception):
     pass
+
+
+def _days(raw: str) -> float:
+    """``--protect-days``: refused as typed (``nan``, ``inf``, ``1e12``), before anything is read."""
+    try:
+        value = float(raw)
+    except ValueError:
+        value = None
+    if not valid_protect_days(value):
+        raise argparse.ArgumentTypeError(f"{raw!r} is not valid; give {PROTECT_DAYS_RANGE}")
+    return float(value)  # type: ignore[arg-type]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -58,20 +74,35 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--mlflow-tracking-uri", default=None, help="also move the MLflow alias")
     s.add_argument("--alias", default="production")
     s = add("retention", "delete releases nothing needs")
-    s.add_argument("--keep", type=int, required=True, help="history entries per channel whose releases are kept")
-    s.add_argument("--protect-days", type=float, default=7.0)
+    s.add_argument("--keep", type=int, required=True, help="verified releases per channel's history to keep")
+    s.add_argument("--protect-days", type=_days, default=7.0, help=f"keep anything younger: {PROTECT_DAYS_RANGE}")
     s.add_argument("--dry-run", action="store_true")
+    s = add("repair-pointer", "point a damaged or dangling channel pointer at a verified release")
+    s.add_argument("--channel", required=True)
+    s.add_argument("--to", dest="to_release", required=True, help="a complete release (see `store releases`)")
     return p
+
+
+def _flagged(out: Any, problems: dict[str, str]) -> tuple[Any, int]:
+    """Print what the store holds, and one line on stderr for what is wrong with its pointers."""
+    if not problems:
+        return out, 0
+    print("model-release store: store problem: "
+          + " | ".join(f"channel {c!r}: {p}" for c, p in problems.items()), file=sys.stderr)
+    return out, 5
 
 
 def _run(args: argparse.Namespace) -> tuple[Any, int]:
     if not args.store:
         raise _Usage("model-release store: --store is required (or set MODEL_RELEASE_STORE)")
     store = open_store(args.store)
+    store.check_readable()  # a typo'd store is refused here, and nothing is created
     if args.command == "history":
-        return [p.to_doc() for p in history(store, args.channel)], 0
+        entries = [p.to_doc() for p in history(store, args.channel)]
+        return _flagged(entries, {c: p for c, p in pointer_problems(store).items() if c == args.channel})
     if args.command == "releases":
-        return [r.to_dict() for r in list_releases(store)], 0
+        releases = list_releases(store)
+        return _flagged([r.to_dict() for r in releases], pointer_problems(store, releases))
     if args.command == "verify":
         report = verify_release(store, args.release_id, deep=args.deep)
         return report.to_dict(), 0 if report.ok else 5
@@ -81,6 +112,8 @@ def _run(args: argparse.Namespace) -> tuple[Any, int]:
     if args.command == "retention":
         deleted = retention(store, args.keep, protect_days=args.protect_days, dry_run=args.dry_run)
         return {"deleted": deleted, "dry_run": args.dry_run}, 0
+    if args.command == "repair-pointer":
+        return repair_pointer(store, args.channel, args.to_release).to_dict(), 0
     raise _Usage(f"unknown command {args.command!r}")  # pragma: no cover - argparse refuses first
 
 

@@ -2,6 +2,9 @@
 
 Order of writes, so that a failure at any point leaves nothing that looks complete:
 
+0. a release already complete in the store is re-verified and left as it is (an idempotent rerun);
+   otherwise unfinished uploads a killed attempt of this release left (and any older than a day)
+   are aborted;
 1. objects already in the store with the manifest's size and SHA-256 are kept (resume);
 2. the local files still to upload are checked against the manifest; a mismatch stops here
    with nothing uploaded;
@@ -30,11 +33,12 @@ from typing import Any, Callable
 
 from ..errors import ChecksumMismatch, ModelReleaseError, ServiceUnavailable, StoreError
 from ..types import PromoteResult
-from ..workspace import check_release_id
+from ..names import check_release_id
 from .backend import ObjectInfo, PreconditionFailed, composite_b64, hash_file, object_problem
 from .channels import UNSET, move_channel
 from .layout import FORMAT, MANIFEST, MARKER, ModelStore, check_channel, dumps, utcnow
 from .registry import RegistryFollower, model_ref, report_uri
+from .uploads import abort_stale_uploads
 from .verify import VerifyReport, manifest_files, verify_release
 
 log = logging.getLogger(__name__)
@@ -159,6 +163,48 @@ def _check_written(
     return problems
 
 
+@dataclass(frozen=True)
+class LocalRelease:
+    """A release folder and its manifest, read, parsed and hashed once.
+
+    Attributes:
+        path: the folder, laid out as the release prefix.
+        raw: ``release.json`` as bytes (stored as is).
+        manifest: ``release.json`` parsed.
+        sha256: the SHA-256 (hex) of ``raw``, recorded in ``_COMPLETE``.
+        files: the manifest's ``files`` map, checked.
+    """
+
+    path: Path
+    raw: bytes
+    manifest: dict[str, Any]
+    sha256: str
+    files: dict[str, dict[str, Any]]
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(e["size"] for e in self.files.values())
+
+
+def read_release_dir(release_dir: Path) -> LocalRelease:
+    """Read a release folder's ``release.json`` (once).
+
+    Raises:
+        ChecksumMismatch: the manifest is missing, not a JSON object, or its ``files`` map is malformed.
+    """
+    release_dir = Path(release_dir)
+    manifest_path = release_dir / MANIFEST
+    try:
+        raw = manifest_path.read_bytes()
+        manifest = json.loads(raw)
+    except FileNotFoundError:
+        raise ChecksumMismatch(f"{manifest_path} is missing; a release folder needs its manifest", stage="promote") from None
+    except ValueError:
+        raise ChecksumMismatch(f"{manifest_path} is not valid JSON; rebuild the release", stage="promote") from None
+    files = manifest_files(manifest, str(manifest_path))
+    return LocalRelease(release_dir, raw, manifest, hashlib.sha256(raw).hexdigest(), files)
+
+
 def stage_release(
     release_dir: Path,
     release_id: str,
@@ -183,100 +229,130 @@ def stage_release(
         ServiceUnavailable: the store stopped answering (rerun to resume).
     """
     check_release_id(release_id)
-    release_dir = Path(release_dir)
-    manifest_path = release_dir / MANIFEST
-    try:
-        raw = manifest_path.read_bytes()
-        manifest = json.loads(raw)
-    except FileNotFoundError:
-        raise ChecksumMismatch(f"{manifest_path} is missing; a release folder needs its manifest", stage="promote") from None
-    except ValueError:
-        raise ChecksumMismatch(f"{manifest_path} is not valid JSON; rebuild the release", stage="promote") from None
-    files = manifest_files(manifest, str(manifest_path))
-    _check_local(release_dir, files)
+    return _stage(read_release_dir(release_dir), release_id, store, workers=workers, progress=progress)
+
+
+def _stage(local: LocalRelease, release_id: str, store: ModelStore, *, workers: int,
+           progress: Callable[[Progress], None] | None) -> StageResult:
+    """:func:`stage_release` of a release folder already read: the phases, in order."""
+    _check_local(local.path, local.files)
+    done = _resume_complete(local, release_id, store, workers)
+    if done is not None:
+        return done
+    abort_stale_uploads(store, release_id=release_id)  # what a killed attempt of this (or any old) promotion left
     prefix = store.release_prefix(release_id)
-    total_bytes = sum(e["size"] for e in files.values())
-
-    record = store.read_record(release_id)
-    if record is not None:
-        if record.get("manifest_sha256") != hashlib.sha256(raw).hexdigest():
-            raise StoreError(
-                f"release {release_id!r} already exists complete in {store.uri} with a different release.json; "
-                "released prefixes are immutable: build a new release id",
-                stage="promote",
-            )
-        verify_release(store, release_id, listing=True, workers=workers).raise_for_problems(store.uri)
-        log.info("promote %s: already complete and verified in %s", release_id, store.uri)
-        return StageResult(release_id, len(files), total_bytes, 0, len(files), True, manifest)
-
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="promote") as pool:
-        # 1. what is there already (one listing, then a HEAD only for objects of the right size)
-        listed = {o.key[len(prefix):]: o for o in store.backend.list(prefix)}
-        candidates = [p for p, e in files.items() if p in listed and listed[p].size == e["size"]]
-        heads = _run_all(pool, lambda p: (p, store.backend.head(prefix + p)), candidates)
-        receipts: dict[str, ObjectInfo] = {
-            p: info for p, info in heads if info and object_problem(info, files[p]["sha256"], files[p]["size"]) is None
-        }
+        listed, receipts = _kept_objects(store, prefix, local.files, pool)  # 1
         present = set(receipts)
-        todo = sorted(set(files) - present)
-
-        # 2. the local files still to upload must match the manifest before anything is sent
-        def local(path: str) -> tuple[str, str, list[bytes] | None]:
-            entry = files[path]
-            actual = (release_dir / path).stat().st_size
-            digest, parts = hash_file(release_dir / path, store.backend.part_size(entry["size"]) if actual == entry["size"] else None)
-            return path, digest if actual == entry["size"] else f"{digest} (size {actual})", parts
-
-        hashed = _run_all(pool, local, todo)
-        bad = [(p, d) for p, d, _ in hashed if d != files[p]["sha256"]]
-        if bad:
-            p, d = bad[0]
-            raise ChecksumMismatch(
-                f"local file {release_dir / p} does not match release.json: sha256 {d} != manifest sha256 "
-                f"{files[p]['sha256']} (size {files[p]['size']})"
-                + (f"; {len(bad) - 1} more file(s) differ" if len(bad) > 1 else "")
-                + ". The release folder changed after it was assembled; rebuild it. Nothing was uploaded.",
-                stage="promote",
-            )
-        parts_of = {p: parts for p, _, parts in hashed}
-
-        # 3. upload, in parallel, largest first so the big multipart transfer overlaps the small ones
-        stale = sorted(k for k in listed if k not in files and k not in (MANIFEST, MARKER))
-        if stale:
-            store.backend.delete([prefix + k for k in stale])
-        tracker = _Tracker(release_id, len(files), total_bytes, len(present),
-                           sum(files[p]["size"] for p in present), progress)
-
-        def upload(path: str) -> None:
-            entry = files[path]
-            receipt = store.backend.put_file(prefix + path, release_dir / path, sha256=entry["sha256"],
-                                             size=entry["size"], part_digests=parts_of.get(path))
-            if receipt is not None and receipt.checksum_sha256:
-                receipts[path] = receipt
-            else:
-                receipts.pop(path, None)
-            tracker.done(entry["size"])
-
-        if not todo:
-            log.info("promote %s: all %d files already in %s", release_id, len(files), store.uri)
-        _run_all(pool, upload, sorted(todo, key=lambda p: -files[p]["size"]))
-
-        # 4. check every object against the manifest (see _check_written)
+        todo = sorted(set(local.files) - present)
+        parts_of = _hash_local(local, todo, store, pool)  # 2
+        _upload(local, release_id, store, prefix, todo, listed, receipts, parts_of, pool, progress)  # 3
         composites = {p: composite_b64(parts) for p, parts in parts_of.items() if parts}
-        problems = _check_written(store, prefix, files, receipts, composites, pool)
+        problems = _check_written(store, prefix, local.files, receipts, composites, pool)  # 4
     if problems:
-        VerifyReport(release_id, True, len(files), total_bytes, problems).raise_for_problems(store.uri)
+        VerifyReport(release_id, True, len(local.files), local.total_bytes, problems).raise_for_problems(store.uri)
+    _complete(local, release_id, store, receipts, composites)  # 5
+    log.info("promote %s: %d files, %.1f MiB verified and complete in %s (%d uploaded, %d already there)",
+             release_id, len(local.files), local.total_bytes / 2**20, store.uri, len(todo), len(present))
+    return StageResult(release_id, len(local.files), local.total_bytes, len(todo), len(present), False, local.manifest)
 
-    # 5. the manifest, then the completion record: only now does the release exist
-    store.backend.put_bytes(prefix + MANIFEST, raw)
+
+def _resume_complete(local: LocalRelease, release_id: str, store: ModelStore, workers: int) -> StageResult | None:
+    """A release already complete in the store: re-verify it (one listing) and return, or None to stage it."""
+    record = store.read_record(release_id)
+    if record is None:
+        return None
+    if record.get("manifest_sha256") != local.sha256:
+        raise StoreError(
+            f"release {release_id!r} already exists complete in {store.uri} with a different release.json; "
+            "released prefixes are immutable: build a new release id",
+            stage="promote",
+        )
+    verify_release(store, release_id, listing=True, workers=workers).raise_for_problems(store.uri)
+    log.info("promote %s: already complete and verified in %s", release_id, store.uri)
+    return StageResult(release_id, len(local.files), local.total_bytes, 0, len(local.files), True, local.manifest)
+
+
+def _kept_objects(store: ModelStore, prefix: str, files: dict[str, dict[str, Any]],
+                  pool: ThreadPoolExecutor) -> tuple[dict[str, ObjectInfo], dict[str, ObjectInfo]]:
+    """Step 1: (the prefix's listing, the objects already stored with the manifest's size and SHA-256).
+
+    One listing, then a HEAD only for objects of the right size.
+    """
+    listed = {o.key[len(prefix):]: o for o in store.backend.list(prefix)}
+    candidates = [p for p, e in files.items() if p in listed and listed[p].size == e["size"]]
+    heads = _run_all(pool, lambda p: (p, store.backend.head(prefix + p)), candidates)
+    receipts = {p: info for p, info in heads if info and object_problem(info, files[p]["sha256"], files[p]["size"]) is None}
+    return listed, receipts
+
+
+def _hash_local(local: LocalRelease, todo: list[str], store: ModelStore, pool: ThreadPoolExecutor) -> dict[str, list[bytes] | None]:
+    """Step 2: the local files still to upload must match the manifest before anything is sent.
+
+    Returns each file's part digests (for the multipart composite checksum), hashed in the same pass.
+    """
+    files = local.files
+
+    def hash_one(path: str) -> tuple[str, str, list[bytes] | None]:
+        entry = files[path]
+        actual = (local.path / path).stat().st_size
+        digest, parts = hash_file(local.path / path, store.backend.part_size(entry["size"]) if actual == entry["size"] else None)
+        return path, digest if actual == entry["size"] else f"{digest} (size {actual})", parts
+
+    hashed = _run_all(pool, hash_one, todo)
+    bad = [(p, d) for p, d, _ in hashed if d != files[p]["sha256"]]
+    if bad:
+        p, d = bad[0]
+        raise ChecksumMismatch(
+            f"local file {local.path / p} does not match release.json: sha256 {d} != manifest sha256 "
+            f"{files[p]['sha256']} (size {files[p]['size']})"
+            + (f"; {len(bad) - 1} more file(s) differ" if len(bad) > 1 else "")
+            + ". The release folder changed after it was assembled; rebuild it. Nothing was uploaded.",
+            stage="promote",
+        )
+    return {p: parts for p, _, parts in hashed}
+
+
+def _upload(local: LocalRelease, release_id: str, store: ModelStore, prefix: str, todo: list[str],
+            listed: dict[str, ObjectInfo], receipts: dict[str, ObjectInfo], parts_of: dict[str, list[bytes] | None],
+            pool: ThreadPoolExecutor, progress: Callable[[Progress], None] | None) -> None:
+    """Step 3: delete objects the manifest does not list, then upload ``todo`` in parallel, largest
+    first so the big multipart transfer overlaps the small ones. Fills ``receipts``."""
+    files = local.files
+    stale = sorted(k for k in listed if k not in files and k not in (MANIFEST, MARKER))
+    if stale:
+        store.backend.delete([prefix + k for k in stale])
+    present = set(files) - set(todo)
+    tracker = _Tracker(release_id, len(files), local.total_bytes, len(present), sum(files[p]["size"] for p in present), progress)
+
+    def upload(path: str) -> None:
+        entry = files[path]
+        receipt = store.backend.put_file(prefix + path, local.path / path, sha256=entry["sha256"],
+                                         size=entry["size"], part_digests=parts_of.get(path))
+        if receipt is not None and receipt.checksum_sha256:
+            receipts[path] = receipt
+        else:
+            receipts.pop(path, None)
+        tracker.done(entry["size"])
+
+    if not todo:
+        log.info("promote %s: all %d files already in %s", release_id, len(files), store.uri)
+    _run_all(pool, upload, sorted(todo, key=lambda p: -files[p]["size"]))
+
+
+def _complete(local: LocalRelease, release_id: str, store: ModelStore, receipts: dict[str, ObjectInfo],
+              composites: dict[str, str]) -> None:
+    """Step 5: the manifest, then the completion record: only now does the release exist."""
+    prefix = store.release_prefix(release_id)
+    store.backend.put_bytes(prefix + MANIFEST, local.raw)
     record = {
         "format": FORMAT,
         "release_id": release_id,
-        "manifest_sha256": hashlib.sha256(raw).hexdigest(),
-        "objects": len(files),
-        "bytes": total_bytes,
+        "manifest_sha256": local.sha256,
+        "objects": len(local.files),
+        "bytes": local.total_bytes,
         "composite": dict(sorted(composites.items())),
-        "etags": {p: receipts[p].etag for p in sorted(files) if receipts[p].etag},
+        "etags": {p: receipts[p].etag for p in sorted(local.files) if receipts[p].etag},
         "verified_at": utcnow(),
         "verified_by": "SHA-256 checksum acknowledged by the store per object, then a read-back listing (size, etag)",
     }
@@ -284,11 +360,8 @@ def stage_release(
         store.backend.put_bytes(prefix + MARKER, dumps(record), if_none_match=True)
     except PreconditionFailed:
         other = store.read_record(release_id)
-        if not other or other.get("manifest_sha256") != record["manifest_sha256"]:
+        if not other or other.get("manifest_sha256") != local.sha256:
             raise StoreError(f"release {release_id!r} was completed by another writer with a different manifest", stage="promote") from None
-    log.info("promote %s: %d files, %.1f MiB verified and complete in %s (%d uploaded, %d already there)",
-             release_id, len(files), total_bytes / 2**20, store.uri, len(todo), len(present))
-    return StageResult(release_id, len(files), total_bytes, len(todo), len(present), False, manifest)
 
 
 def promote(
@@ -326,14 +399,11 @@ def promote(
     """
     check_release_id(release_id)
     check_channel(channel)
+    local = read_release_dir(Path(release_dir))
     if follower is not None:  # refuse before uploading, not after moving the pointer
-        try:
-            manifest = json.loads((Path(release_dir) / MANIFEST).read_bytes())
-        except (OSError, ValueError):
-            manifest = None  # stage_release reports a missing or broken manifest
-        if manifest is not None:
-            model_ref(manifest, where=str(Path(release_dir) / MANIFEST))
-    staged = stage_release(Path(release_dir), release_id, store, workers=workers, progress=progress)
+        model_ref(local.manifest, where=str(local.path / MANIFEST))
+    store.read_pointer(channel)  # a damaged pointer is refused before anything is uploaded
+    staged = _stage(local, release_id, store, workers=workers, progress=progress)
     pointer, previous, moved = move_channel(store, channel, release_id, expected_current=expected_current)
     result = PromoteResult(
         release_id=release_id,
@@ -351,8 +421,8 @@ def promote(
             result.mlflow_alias = follower.on_promote(staged.manifest, channel, release_id,
                                                       report_uri(store, release_id, staged.manifest))
         except ModelReleaseError as exc:
-            raise type(exc)(f"channel {channel!r} now points at {release_id!r}, but the registry did not follow: {exc}. "
-                            "Rerun the promotion once fixed: it is idempotent.") from None
+            raise exc.restated(f"channel {channel!r} now points at {release_id!r}, but the registry did not follow: "
+                               f"{exc.message}. Rerun the promotion once fixed: it is idempotent.") from None
         except Exception as exc:
             raise ServiceUnavailable(
                 f"channel {channel!r} now points at {release_id!r}, but the registry did not follow ({type(exc).__name__}). "

@@ -12,12 +12,13 @@ credential.
 from __future__ import annotations
 
 import os
+import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
 from ..errors import ServiceUnavailable, StoreError
-from .backend import META_COMPOSITE, META_SHA256, ObjectInfo, PreconditionFailed, composite_b64
+from .backend import META_COMPOSITE, META_SHA256, ObjectInfo, PendingUpload, PreconditionFailed, composite_b64
 
 MULTIPART_THRESHOLD = 16 * 1024 * 1024
 MULTIPART_CHUNKSIZE = 8 * 1024 * 1024
@@ -78,7 +79,7 @@ class S3Backend:
             err = exc.response.get("Error", {})
             code = str(err.get("Code", ""))
             status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-            if code in ("404", "NoSuchKey", "NotFound"):
+            if code in ("404", "NoSuchKey", "NotFound", "NoSuchUpload"):
                 raise _NotFound(key) from None
             if code in ("PreconditionFailed", "ConditionalRequestConflict") or status in (409, 412):
                 raise PreconditionFailed(f"{op} {key}: {code}") from None
@@ -244,3 +245,49 @@ class S3Backend:
         except _NotFound:
             return None
         return h.hexdigest()
+
+    def pending_uploads(self, prefix: str) -> list[PendingUpload]:
+        found: list[PendingUpload] = []
+        markers: dict[str, str] = {}
+        while True:
+            with self._boundary("LIST multipart uploads", prefix):
+                r = self.client.list_multipart_uploads(Bucket=self.bucket, Prefix=self._key(prefix), **markers)
+            for u in r.get("Uploads", []):
+                found.append(PendingUpload(key=self._rel(u["Key"]), upload_id=u["UploadId"], started=u.get("Initiated")))
+            if not r.get("IsTruncated"):
+                return found
+            markers = {"KeyMarker": r.get("NextKeyMarker", ""), "UploadIdMarker": r.get("NextUploadIdMarker", "")}
+
+    def abort_upload(self, upload: PendingUpload) -> None:
+        try:
+            with self._boundary("ABORT multipart upload", upload.key):
+                self.client.abort_multipart_upload(Bucket=self.bucket, Key=self._key(upload.key), UploadId=upload.upload_id)
+        except _NotFound:
+            pass  # finished or aborted meanwhile
+
+    def check(self, *, write: bool) -> None:
+        try:
+            with self._boundary("HEAD bucket", ""):
+                self.client.head_bucket(Bucket=self.bucket)
+        except _NotFound:
+            raise StoreError(
+                f"bucket {self.bucket!r} does not exist (store {self.uri}); create it, or fix the store URI "
+                "(the spec's promote.store or --store), then run again"
+            ) from None
+        except StoreError as exc:
+            raise StoreError(f"bucket {self.bucket!r} (store {self.uri}) cannot be read: {exc.message.split(': ', 1)[-1]}") from None
+        if not write:
+            return
+        probe = f"releases/.check-writable/{uuid.uuid4().hex}"  # never a release id: those start alphanumeric
+        try:
+            with self._boundary("multipart upload (write probe)", probe):
+                started = self.client.create_multipart_upload(Bucket=self.bucket, Key=self._key(probe))
+        except StoreError as exc:
+            raise StoreError(
+                f"the store {self.uri} is not writable: S3 refused to start an upload in bucket {self.bucket!r} "
+                f"({exc.message.split(': ', 1)[-1]})"
+            ) from None
+        try:
+            self.abort_upload(PendingUpload(probe, started["UploadId"]))
+        except StoreError:
+            pass  # left under releases/: the next promotion or retention aborts it once a day old

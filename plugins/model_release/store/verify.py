@@ -21,6 +21,7 @@ objects, not their bytes.
 from __future__ import annotations
 
 import hashlib
+import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,7 +73,7 @@ class VerifyReport:
 
 def manifest_files(manifest: dict[str, Any], where: str) -> dict[str, dict[str, Any]]:
     """The manifest's ``files`` map, checked: relative POSIX paths to {sha256, size}."""
-    files = manifest.get("files")
+    files = manifest.get("files") if isinstance(manifest, dict) else None
     if not isinstance(files, dict) or not files:
         raise ChecksumMismatch(f"{where} has no 'files' map; it must list every file with its sha256 and size")
     for path, entry in files.items():
@@ -87,6 +88,20 @@ def manifest_files(manifest: dict[str, Any], where: str) -> dict[str, dict[str, 
                 "(not release.json or _COMPLETE) and each value {'sha256': 64 hex, 'size': int}"
             )
     return files
+
+
+def _load(store: ModelStore, key: str) -> tuple[dict[str, Any] | None, bytes | None, str | None]:
+    """(document, raw bytes, None), (None, None, None) when absent, (None, raw, what is wrong) when damaged."""
+    got = store.backend.get_bytes(key)
+    if got is None:
+        return None, None, None
+    try:
+        doc = json.loads(got[0])
+    except ValueError:
+        return None, got[0], "damaged: not valid JSON"
+    if not isinstance(doc, dict):
+        return None, got[0], f"damaged: a JSON {type(doc).__name__}, not an object"
+    return doc, got[0], None
 
 
 def verify_release(
@@ -108,20 +123,22 @@ def verify_release(
     check_release_id(release_id)
     prefix = store.release_prefix(release_id)
     report = VerifyReport(release_id=release_id, complete=False)
-    record = store.read_record(release_id)
-    got = store.read_manifest(release_id)
-    if got is None:
-        report.problems[MANIFEST] = "missing" if record is None else "missing although _COMPLETE exists"
+    record, _, record_damage = _load(store, prefix + MARKER)
+    manifest, raw, manifest_damage = _load(store, prefix + MANIFEST)
+    if record_damage:
+        report.problems[MARKER] = record_damage
+    if raw is None or manifest_damage:
+        report.problems[MANIFEST] = manifest_damage or ("missing" if record is None else "missing although _COMPLETE exists")
         if record is None:
-            report.problems[MARKER] = "missing: the release never completed (or does not exist)"
+            report.problems.setdefault(MARKER, "missing: the release never completed (or does not exist)")
         return report
-    manifest, raw = got
     if record is None:
-        report.problems[MARKER] = "missing: the release never completed; no channel may point at it"
+        report.problems.setdefault(MARKER, "missing: the release never completed; no channel may point at it")
     elif record.get("manifest_sha256") != hashlib.sha256(raw).hexdigest():
         report.problems[MANIFEST] = "differs from the one the completion record verified"
     else:
         report.complete = True
+    assert manifest is not None and raw is not None
     try:
         files = manifest_files(manifest, f"{store.release_uri(release_id)}{MANIFEST}")
     except ChecksumMismatch as exc:
