@@ -3,9 +3,9 @@
     model-release release SPEC [--alias A | --version N] [--no-promote]   all stages, in this process
     model-release lint PATH [--json]                                       check a Triton repository
     model-release report REPORT.json                                       print a canary report
-    model-release store {history,rollback,releases,verify,retention} ...   the model store
+    model-release store {history,rollback,releases,verify,retention,repair-pointer} ...   the model store
     model-release rollback --store URI --channel C [--to RELEASE]          move a channel back
-    model-release demo                                                     two releases on the embedded stack
+    model-release demo                                                     three releases on the embedded stack
 
 Exit codes: 0 success, 1 failure, 2 bad input (spec, model), 3 blocked by a gate, 4 infrastructure.
 """

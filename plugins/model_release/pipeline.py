@@ -88,6 +88,24 @@ def run_stage(ws: Workspace, stage: str, fn: Callable[..., R], *args: Any, **kwa
     return result
 
 
+def preflight(spec: ReleaseSpec, services: Services, *, promote: bool = True) -> None:
+    """What can be checked before any stage runs, so a release does not fail late for it.
+
+    The spec is valid already (it was loaded); here: the golden file exists, and the store can be
+    written to (a missing bucket would otherwise surface only at promotion, after the canary).
+
+    Raises:
+        SpecError: the golden file is missing.
+        StoreError, ServiceUnavailable: the store's bucket or folder is missing, not writable, or unreachable.
+    """
+    if spec.golden.source == "file":
+        from .golden import golden_file
+
+        golden_file(spec)
+    if promote:
+        services.store(spec.promote.store).check_writable()
+
+
 def run_intake(spec: ReleaseSpec, ws: Workspace, services: Services) -> IntakeResult:
     from .intake import resolve
 
@@ -239,6 +257,7 @@ def release(spec: ReleaseSpec, ws: Workspace, services: Services, *, promote: bo
     """
     outcome = ReleaseOutcome(release_id=ws.release_id, workspace=str(ws.path))
     try:
+        preflight(spec, services, promote=promote)
         intake = run_intake(spec, ws, services)
         export = run_export(spec, ws, intake)
         tensorrt = run_tensorrt(spec, ws, export)

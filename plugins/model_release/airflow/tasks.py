@@ -20,7 +20,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from ..errors import UserError
 
 from ..names import check_release_id
-from ..pipeline import ReleaseRef, Services
+from ..pipeline import ReleaseRef, Services, preflight
 from ..spec import load_spec
 from ..types import AssembleResult, CanaryResult, ExportResult, IntakeResult, TensorRTResult
 from ..workspace import Workspace
@@ -69,6 +69,8 @@ def start(params: dict[str, Any], run_id: str, run_after: Any) -> dict[str, Any]
     elif params.get("alias") is not None:
         overrides["model.alias"] = params["alias"]
     spec = load_spec(spec_path, overrides=overrides or None)
+    promote = bool(params.get("promote", True))
+    preflight(spec, Services(open_store=ModelStoreHook().open_store), promote=promote)
     if params.get("release_id"):
         release_id = check_release_id(params["release_id"])
     else:
@@ -77,7 +79,7 @@ def start(params: dict[str, Any], run_id: str, run_after: Any) -> dict[str, Any]
     root = params.get("workspace") or os.environ.get("MODEL_RELEASE_WORKSPACE") or HOME / ".work" / "workspace"
     return ReleaseRef(
         release_id=release_id, workspace_root=str(Path(root).resolve()), spec_path=str(spec_path),
-        overrides=overrides, promote=bool(params.get("promote", True)), model=spec.model.uri,
+        overrides=overrides, promote=promote, model=spec.model.uri,
     ).to_dict()
 
 
