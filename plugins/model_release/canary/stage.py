@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CanaryRejected
+from ..errors import CanaryRejected, UserError
 from ..metrics import CLASSIFICATION, REGRESSION
 from ..roles import LABEL, VARIABLE
 from ..spec import DEFAULT_MIN_GOLDEN_ROWS, ReleaseSpec
@@ -151,11 +151,13 @@ def run_canary(
     try:
         replays = _serve_and_replay(spec, assembled, export, golden, champion, folder, endpoint, report)
         passed, reasons = _judge(spec, assembled, golden, replays, champion, report)
-    except CanaryRejected as exc:  # the candidate's fault: the report says why before the error goes up
+    except UserError as exc:  # the candidate's (or the spec's) fault: the report says why before the error goes up
         if report.closed:
             raise
         result = _close(report, folder, False, [exc.message], t0, champion, record)
-        raise CanaryRejected(f"{exc.message} The report is at {result.report_json}.", result=result) from None
+        if isinstance(exc, CanaryRejected):
+            raise CanaryRejected(f"{exc.message} The report is at {result.report_json}.", result=result) from None
+        raise exc.restated(f"{exc.message}. The report is at {result.report_json}.") from None
     result = _close(report, folder, passed, reasons, t0, champion, record)
     if not passed:
         raise CanaryRejected(
