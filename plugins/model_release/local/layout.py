@@ -30,7 +30,7 @@ from typing import Any
 
 from .ports import free_port
 from .s3 import _MOTO_KEY_ID, _MOTO_SECRET  # the local endpoint's dummy credentials
-from .stack import PROJECT
+from .stack import PROJECT, connection_env
 
 HOST = "127.0.0.1"
 BUCKET = "model-store"
@@ -144,8 +144,6 @@ def stack_env(layout: Layout, config: StackConfig) -> dict[str, str]:
     """
     home = project_home()
     tracking = config.url("mlflow")
-    s3_conn = {"conn_type": "aws", "login": _MOTO_KEY_ID, "password": _MOTO_SECRET,
-               "extra": {"endpoint_url": config.url("s3"), "region_name": "us-east-1"}}
     return {
         "MLFLOW_TRACKING_URI": tracking,
         "MLFLOW_DISABLE_TELEMETRY": "true",
@@ -170,8 +168,7 @@ def stack_env(layout: Layout, config: StackConfig) -> dict[str, str]:
         "AIRFLOW__API__BASE_URL": config.url("airflow"),
         "AIRFLOW__API__WORKERS": "1",
         "AIRFLOW__LOGGING__COLORED_CONSOLE_LOG": "False",
-        "AIRFLOW_CONN_AWS_DEFAULT": json.dumps(s3_conn),
-        "AIRFLOW_CONN_MLFLOW_DEFAULT": json.dumps({"conn_type": "http", "extra": {"tracking_uri": tracking}}),
+        **connection_env(tracking, config.url("s3")),
         "AIRFLOW_URL": config.url("airflow"),
         "AIRFLOW_USERNAME": AIRFLOW_USER,
     }
