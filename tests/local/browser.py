@@ -10,6 +10,7 @@ only where apt itself is impossible.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -51,6 +52,7 @@ class Chromium:
         self._dir = Path(tempfile.mkdtemp(prefix="chromium-"))
         self._proc: subprocess.Popen[bytes] | None = None
         self._ws: Any = None
+        self._stack = contextlib.ExitStack()
         self._id = 0
 
     def __enter__(self) -> "Chromium":
@@ -71,14 +73,13 @@ class Chromium:
         port = int(port_file.read_text().split()[0])
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as resp:
             page = next(t for t in json.load(resp) if t["type"] == "page")
-        self._ws = connect(page["webSocketDebuggerUrl"], max_size=64 * 1024 * 1024, open_timeout=30)
+        self._ws = self._stack.enter_context(connect(page["webSocketDebuggerUrl"], max_size=64 * 1024 * 1024, open_timeout=30))
         self.call("Page.enable")
         self.call("Emulation.setDeviceMetricsOverride", width=self.size[0], height=self.size[1], deviceScaleFactor=1, mobile=False)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._ws is not None:
-            self._ws.close()
+        self._stack.close()
         if self._proc is not None and self._proc.poll() is None:
             os.killpg(self._proc.pid, signal.SIGTERM)
             try:
@@ -104,7 +105,7 @@ class Chromium:
 
     def text(self) -> str:
         result = self.call("Runtime.evaluate", expression="document.body ? document.body.innerText : ''", returnByValue=True)
-        return str(result.get("result", {}).get("value", ""))
+        return str(result.get("result", {}).get("value", "")).replace("\xa0", " ")  # MLflow writes "@\xa0production"
 
     def screenshot(self, url: str, out: Path, *, expect: list[str], timeout: float = 90) -> str:
         """Open ``url``, wait until the page's text holds every string in ``expect``, save a PNG; returns the text."""

@@ -44,6 +44,8 @@ class Supervisor:
         self.running: dict[str, tuple[Service, subprocess.Popen[bytes]]] = {}
         self.env = {**os.environ, **stack_env(layout, config)}
         self.env.pop("AWS_PROFILE", None)
+        self.started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self.clock = time.monotonic()
 
     def start(self) -> None:
         """Start every service and wait for it; on any failure stop what was started and raise."""
@@ -54,11 +56,11 @@ class Supervisor:
         self._spawn(mlflow)  # MLflow starts while Airflow's DB is migrated
         self._wait(s3, http_ready(self.config.url("s3"), "/moto-api/"), 60)
         ensure_bucket(self.config.url("s3"), BUCKET)
-        if init_airflow(self.layout, self.env):
-            print("[up] Airflow's database initialised (first start)", flush=True)
-        self._wait(mlflow, http_ready(self.config.url("mlflow"), "/health"), 180)
-        for service in (api, scheduler, processor):
+        if init_airflow(self.layout, {**self.env, procs.MARKER: self.config.stack_id}):
+            self.say("Airflow's database initialised (first start)")
+        for service in (api, scheduler, processor):  # Airflow starts while MLflow may still be starting
             self._spawn(service)
+        self._wait(mlflow, http_ready(self.config.url("mlflow"), "/health"), 300)
         self._wait(api, airflow_ready(self.config, self.layout.airflow_password()), 300)
 
     def _spawn(self, service: Service) -> None:
@@ -82,12 +84,14 @@ class Supervisor:
 
         wait_until(ready, what=service.name, timeout=timeout, stopping=self.stopping.is_set,
                    log=self.layout.log(service.name))
-        print(f"[up] {service.name} ready" + (f" at {service.url}" if service.url else ""), flush=True)
+        self.say(f"{service.name} ready" + (f" at {service.url}" if service.url else ""))
+
+    def say(self, message: str) -> None:
+        print(f"[up] {time.monotonic() - self.clock:5.0f} s  {message}", flush=True)
 
     def save_state(self, *, ready: bool) -> None:
         state = {
-            "pid": os.getpid(), "stack_id": self.config.stack_id, "ready": ready,
-            "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "pid": os.getpid(), "stack_id": self.config.stack_id, "ready": ready, "started": self.started,
             "services": {name: {"pid": p.pid, "url": s.url, "log": str(self.layout.log(name))}
                          for name, (s, p) in self.running.items()},
         }
