@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -139,7 +141,6 @@ def test_readme_using_it_runs_as_written_and_the_stack_survives_a_restart(tmp_pa
     env = _user_env(home)
     root = home / ".work" / "stack"
     cmds = commands(home / "README.md")
-    stack: dict[str, str] = {}
     try:
         started = time.monotonic()
         results = _run_session(home, cmds, tmp_path / "session", env)
@@ -150,7 +151,7 @@ def test_readme_using_it_runs_as_written_and_the_stack_survives_a_restart(tmp_pa
 
         secrets = {"the Airflow password": json.loads((root / "airflow" / "passwords.json").read_text())["admin"],
                    "the S3 secret key": _MOTO_SECRET}
-        logs = [p for p in (root / "logs").glob("*.log")]
+        logs = [*(root / "logs").glob("*.log"), *(root / "airflow" / "logs").rglob("*.log")]
         for what, secret in secrets.items():
             for r in results:
                 assert secret not in r["out"], f"{what} was printed by README line {r['cmd'].line}"
@@ -158,23 +159,47 @@ def test_readme_using_it_runs_as_written_and_the_stack_survives_a_restart(tmp_pa
                 assert secret not in log.read_text(errors="replace"), f"{what} is in {log}"
         assert (root / "env").stat().st_mode & 0o077 == 0
 
-        # a restart keeps the registry, the store and the run history
+        # a restart, in the foreground this time, keeps the registry, the store and the run history
+        log = tmp_path / "up-foreground.log"
         t0 = time.monotonic()
-        up = subprocess.run([str(home / ".venv/bin/model-release"), "up", "--detach"], cwd=home, env=env,
-                            capture_output=True, text=True, timeout=900)
-        warm_s = time.monotonic() - t0
-        assert up.returncode == 0, up.stdout + up.stderr
-        stack = _read_env_file(root / "env")
-        _check_restarted(stack)
-        _check_uis(stack, tmp_path / "shots")
-        print(f"[readme] session {session_s:.0f} s (cold up {results[0]['seconds']:.0f} s), warm up {warm_s:.0f} s")
-    finally:
+        with open(log, "w") as out:
+            fg = subprocess.Popen([str(home / ".venv/bin/model-release"), "up"], cwd=home, env=env, stdout=out,
+                                  stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            printed = _wait_for_up(fg, log)
+            warm_s = time.monotonic() - t0
+            stack = _read_env_file(root / "env")
+            assert printed == {"mlflow": stack["MLFLOW_TRACKING_URI"], "airflow": stack["AIRFLOW_URL"],
+                               "s3": stack["AWS_ENDPOINT_URL"]}, printed
+            _check_restarted(stack)
+            _check_uis(printed, stack, tmp_path / "shots")
+        finally:
+            if fg.poll() is None:
+                fg.send_signal(signal.SIGINT)  # Ctrl-C
+                fg.wait(300)
+        assert fg.returncode == 0 and "[up] stopped" in log.read_text(), log.read_text()[-3000:]
+        _assert_no_process(_stack_id(root), list(printed.values()))
+        print(f"[readme] session {session_s:.0f} s (cold up {results[0]['seconds']:.0f} s), warm up {warm_s:.0f} s (foreground)")
+    finally:  # whatever happened: nothing of the stack may keep running
         down = subprocess.run([str(home / ".venv/bin/model-release"), "down"], cwd=home, env=env,
                               capture_output=True, text=True, timeout=300)
-    assert down.returncode == 0 and "no process of the stack is left" in down.stdout, down.stdout + down.stderr
-    _assert_no_process(_stack_id(root), [stack[k] for k in ("MLFLOW_TRACKING_URI", "AIRFLOW_URL", "AWS_ENDPOINT_URL") if k in stack])
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert procs.marked(_stack_id(root)) == []
     stray = _tree(home) - before
     assert stray == set(), f"the session wrote files outside .work/: {sorted(stray)}"
+
+
+def _wait_for_up(proc: subprocess.Popen, log: Path, timeout: float = 900) -> dict[str, str]:
+    """Wait for a foreground ``model-release up`` to print its URLs; returns them by service."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = log.read_text()
+        if "\n  stop it:" in text:  # the last line of what it prints once ready
+            found = dict(re.findall(r"^  (MLflow|Airflow|S3)[^\n]*?(http://127\.0\.0\.1:\d+)", text, re.M))
+            return {"mlflow": found["MLflow"], "airflow": found["Airflow"], "s3": found["S3"]}
+        assert proc.poll() is None, f"model-release up exited with {proc.returncode}:\n{text[-3000:]}"
+        time.sleep(1.0)
+    raise AssertionError(f"model-release up printed no URLs within {timeout:.0f} s:\n{log.read_text()[-3000:]}")
 
 
 def _check_restarted(stack: dict[str, str]) -> None:
@@ -201,8 +226,8 @@ def _check_restarted(stack: dict[str, str]) -> None:
     assert runs["dag_runs"][0]["conf"] == {"spec": "releases/wine.yaml"}
 
 
-def _check_uis(stack: dict[str, str], shots: Path) -> None:
-    mlflow_url, airflow_url = stack["MLFLOW_TRACKING_URI"], stack["AIRFLOW_URL"]
+def _check_uis(printed: dict[str, str], stack: dict[str, str], shots: Path) -> None:
+    mlflow_url, airflow_url = printed["mlflow"], printed["airflow"]
     for url in (mlflow_url + "/", airflow_url + "/", airflow_url + "/api/v2/monitor/health"):
         with urllib.request.urlopen(url, timeout=30) as resp:
             assert resp.status == 200, url

@@ -55,26 +55,38 @@ def services(layout: Layout, config: StackConfig) -> list[Service]:
     ]
 
 
-def init_airflow(layout: Layout, env: dict[str, str]) -> bool:
+def init_airflow(layout: Layout, env: dict[str, str], *, stopping: Callable[[], bool]) -> bool:
     """On the first start (or after an Airflow upgrade): ``airflow db migrate`` and the canary's pool.
+
+    The commands' output goes to ``logs/airflow-init.log``; a stop request ends them at once.
 
     Returns:
         True when it ran, False when the DB was already initialised for this Airflow version.
 
     Raises:
-        ServiceUnavailable: a command failed; its output's tail is in the message.
+        ServiceUnavailable: a command failed (the message has its output's tail) or start-up was interrupted.
     """
     marker = layout.airflow_home / ".model-release-init"
     wanted = f"apache-airflow {version('apache-airflow')}"
     if marker.is_file() and marker.read_text().strip() == wanted:
         return False
     layout.airflow_home.mkdir(parents=True, exist_ok=True)
+    log = layout.log("airflow-init")
     for args in (["db", "migrate"], ["pools", "set", *CANARY_POOL]):
-        proc = subprocess.run([str(BIN / "airflow"), *args], env=env, capture_output=True, text=True, timeout=600)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "ab") as out:
+            proc = subprocess.Popen([str(BIN / "airflow"), *args], env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT)
+        while proc.poll() is None:
+            if stopping():
+                proc.terminate()
+                proc.wait()
+                raise ServiceUnavailable(f"`airflow {args[0]} {args[1]}`: start-up interrupted")
+            time.sleep(0.5)
         if proc.returncode != 0:
+            tail = log.read_text(errors="replace")[-1500:]
             raise ServiceUnavailable(
-                f"`airflow {' '.join(args)}` failed (exit {proc.returncode}) in {layout.airflow_home}: "
-                f"{(proc.stdout + proc.stderr)[-1500:]}"
+                f"`airflow {' '.join(args)}` failed (exit {proc.returncode}) in {layout.airflow_home}: {tail} (log: {log})"
             )
     marker.write_text(wanted + "\n")
     return True

@@ -56,7 +56,7 @@ class Supervisor:
         self._spawn(mlflow)  # MLflow starts while Airflow's DB is migrated
         self._wait(s3, http_ready(self.config.url("s3"), "/moto-api/"), 60)
         ensure_bucket(self.config.url("s3"), BUCKET)
-        if init_airflow(self.layout, {**self.env, procs.MARKER: self.config.stack_id}):
+        if init_airflow(self.layout, {**self.env, procs.MARKER: self.config.stack_id}, stopping=self.stopping.is_set):
             self.say("Airflow's database initialised (first start)")
         for service in (api, scheduler, processor):  # Airflow starts while MLflow may still be starting
             self._spawn(service)
@@ -77,8 +77,8 @@ class Supervisor:
         def ready() -> str | None:
             if proc.poll() is not None:
                 raise ServiceUnavailable(
-                    f"{service.name} exited with code {proc.returncode} while starting; "
-                    f"see {self.layout.log(service.name)}"
+                    f"{service.name} exited with code {proc.returncode} while starting: {_last_line(self.layout.log(service.name))} "
+                    f"(its log: {self.layout.log(service.name)})"
                 )
             return check()
 
@@ -129,6 +129,14 @@ class Supervisor:
         self.running.clear()
         procs.sweep(self.config.stack_id)
         self.layout.state_json.unlink(missing_ok=True)
+
+
+def _last_line(log: Path) -> str:
+    try:
+        lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return "no log"
+    return lines[-1].strip()[-600:] if lines else "no output"
 
 
 def summary(layout: Layout, config: StackConfig) -> str:
@@ -204,6 +212,9 @@ def _detach(layout: Layout, *, timeout: float) -> int:
             print(summary(layout, _saved_config(layout)))
             print(f"  the supervisor runs in the background (pid {proc.pid}); its log is {log}")
             return 0
+        if proc.poll() == 130:
+            print("model-release up: stopped (by model-release down or a signal) before the stack was ready", file=sys.stderr)
+            return 130
         if proc.poll() is not None:
             tail = log.read_bytes()[offset:].decode(errors="replace").strip().splitlines()[-15:]
             print("\n".join(tail), file=sys.stderr)
