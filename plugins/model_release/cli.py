@@ -35,9 +35,6 @@ def _release(argv: list[str]) -> int:
     parser.add_argument("--triton", help="a running canary Triton host:port (default: start a local one)")
     parser.add_argument("--no-promote", action="store_true", help="stop after the canary")
     args = parser.parse_args(argv)
-    tracking_uri = _tracking_uri(args.tracking_uri)
-    if tracking_uri is None:
-        return 2
 
     from .pipeline import Services, release
     from .spec import load_spec
@@ -45,6 +42,9 @@ def _release(argv: list[str]) -> int:
 
     overrides = {"model.version": args.version} if args.version else {"model.alias": args.alias} if args.alias else None
     spec = load_spec(args.spec, overrides=overrides)
+    tracking_uri = _tracking_uri(args.tracking_uri)
+    if tracking_uri is None:
+        return 2
     ws = Workspace(args.release_id or new_release_id(spec.name), args.workspace)
     outcome = release(spec, ws, Services(tracking_uri=tracking_uri, triton_endpoint=args.triton), promote=not args.no_promote)
     print(json.dumps(outcome.to_dict(), indent=2, default=str))
