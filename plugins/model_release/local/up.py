@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..errors import ServiceUnavailable
+from ..errors import ModelReleaseError, ServiceUnavailable
 from . import procs
 from .layout import BUCKET, Layout, StackConfig, default_root, load_config, stack_env, write_env_file
 from .services import Service, airflow_ready, http_ready, init_airflow, services, wait_until
@@ -48,7 +48,7 @@ class Supervisor:
         self.clock = time.monotonic()
 
     def start(self) -> None:
-        """Start every service and wait for it; on any failure stop what was started and raise."""
+        """Start every service and wait until it answers; raises on a failure (the caller stops what was started)."""
         from .s3 import ensure_bucket
 
         s3, mlflow, api, scheduler, processor = services(self.layout, self.config)
@@ -179,14 +179,14 @@ def _foreground(layout: Layout) -> int:
         signal.signal(sig, on_signal)
     try:
         supervisor.start()
-    except ServiceUnavailable as exc:
+    except Exception as exc:  # whatever failed, nothing that was started may keep running
         interrupted = supervisor.stopping.is_set()
         supervisor.stop()
         if interrupted:
             print("[up] interrupted; every service is stopped", flush=True)
             return 130
-        print(f"model-release up: {exc}", file=sys.stderr, flush=True)
-        return exc.exit_code
+        print(f"model-release up: {exc}; every service is stopped", file=sys.stderr, flush=True)
+        return exc.exit_code if isinstance(exc, ModelReleaseError) else ServiceUnavailable.exit_code
     supervisor.save_state(ready=True)
     print(f"[up] ready in {time.monotonic() - started:.0f} s", flush=True)
     print(summary(layout, config), flush=True)
