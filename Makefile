@@ -1,13 +1,20 @@
 # The two commands a new user needs: `make demo` and `make test`. Both set up what they need.
 PY := .venv/bin/python
 
-.PHONY: setup demo test test-fast lint bench lock clean
+.PHONY: setup demo up down test test-fast lint bench lock clean
 
 setup:
 	@bash infra/local/setup.sh
 
 demo: setup
 	$(PY) -m model_release.demo
+
+# the embedded stack as services that keep running (README, "Using it"); state under .work/stack
+up: setup
+	.venv/bin/model-release up --detach
+
+down:
+	@if [ -x .venv/bin/model-release ]; then .venv/bin/model-release down; fi
 
 test: setup
 	$(PY) -m pytest
@@ -22,5 +29,5 @@ lock:
 	.venv/bin/uv pip compile infra/local/requirements-in.txt -o requirements.lock --python-version 3.11 -q --no-emit-package model-release
 	.venv/bin/uv pip compile infra/local/triton-runtime.in -o infra/local/triton-runtime.lock --python-version 3.11 -q
 
-clean:
+clean: down
 	rm -rf .work
