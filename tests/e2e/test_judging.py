@@ -38,7 +38,8 @@ def _services(stack) -> Services:  # noqa: ANN001
 
 
 def _spec(model: str, prefix: str, **overrides: Any):  # noqa: ANN202
-    return load_spec(SPEC, overrides={"model.name": model, "promote.store": f"s3://model-store/{prefix}", **overrides})
+    return load_spec(SPEC, overrides={"model.name": model, "promote.store": f"s3://model-store/{prefix}",
+                                   "canary.tune.enabled": False, **overrides})
 
 
 def _release(stack, tmp_path: Path, spec, *, promote: bool = True) -> tuple[ReleaseOutcome, Workspace]:  # noqa: ANN001

@@ -241,21 +241,44 @@ class LoadRunner:
 
     def window(self, target: str, seconds: float, *, measure: bool = True) -> Window:
         """Keep ``concurrency`` requests in flight against ``target`` for ``seconds``."""
+        gone = self.alive() if self.alive is not None else None
+        if gone is not None:  # nothing is sent to a dead server, not even a statistics request
+            return Window(target, 0.0, 0, 0, 1, Histogram(), gone)
         workers = self._pool(target)
         before = self.statistics() if measure and self.statistics else {}
         start = time.perf_counter()
         for worker in workers:
             worker.commands.put(start + seconds)
-        results = [worker.results.get() for worker in workers]
+        results = self._collect(workers, target)
         elapsed = time.perf_counter() - start
         merged = Histogram()
         for histogram, *_ in results:
             merged.merge(histogram)
         sent = sum(r[1] for r in results)
         first = next((r[3] for r in results if r[3]), None)
-        after = self.statistics() if measure and self.statistics else {}
+        gone = self.alive() if self.alive is not None else None
+        after = self.statistics() if measure and self.statistics and gone is None else {}
         return Window(target, elapsed, sent, sent * self.batch_rows, sum(r[2] for r in results), merged, first,
                       stats_delta(before, after))
+
+    def _collect(self, workers: list[_Worker], target: str) -> list[tuple[Histogram, int, int, str | None]]:
+        """Every worker's window; a worker still blocked on a dead server counts as one error."""
+        import queue
+
+        results: list[tuple[Histogram, int, int, str | None] | None] = [None] * len(workers)
+        while any(r is None for r in results):
+            for i, worker in enumerate(workers):
+                if results[i] is None:
+                    try:
+                        results[i] = worker.results.get(timeout=0.1)
+                    except queue.Empty:
+                        pass
+            gone = self.alive() if self.alive is not None else None
+            if gone is not None and any(r is None for r in results):
+                # a request to a dead server can block until its timeout: do not wait for it
+                self._workers.pop(target, None)
+                return [r or (Histogram(), 0, 1, gone) for r in results]
+        return [r for r in results if r is not None]
 
     def close(self) -> None:
         """Stop every worker thread and close its connection."""
