@@ -35,7 +35,8 @@ class PythonAnalysis:
     execute_line: int | None = None
     execute_async: bool = False
     awaits_in_sync: list[tuple[str, int]] = field(default_factory=list)  # (function, line)
-    undefined: list[tuple[str, int]] = field(default_factory=list)  # (name, first line)
+    undefined: list[tuple[str, int]] = field(default_factory=list)  # (name, first line), used per request
+    undefined_at_load: list[tuple[str, int]] = field(default_factory=list)  # used where model.py runs at load
     bls_calls: list[BlsCall] = field(default_factory=list)
     blocking_exec: int | None = None  # line of a blocking .exec() call
     execute_returns_value: int | None = None  # line of a `return <value>` in execute
@@ -43,6 +44,8 @@ class PythonAnalysis:
 
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+#: TritonPythonModel methods the python backend calls while loading the model
+_LOAD_METHODS = frozenset({"initialize", "auto_complete_config"})
 
 
 def _flatten(tree: ast.AST) -> tuple[list[ast.AST], dict[ast.AST, ast.AST]]:
@@ -202,30 +205,67 @@ def analyze(source: str) -> PythonAnalysis:
         source: the file's text.
 
     Returns:
-        The facts the python lint rules check (a syntax error stops the rest).
+        The facts the python lint rules check (a syntax error, or code too deeply nested for the
+        Python compiler, stops the rest).
     """
     result = PythonAnalysis()
     try:
-        tree = ast.parse(source)
+        _analyze(source, result)
     except SyntaxError as exc:
         result.syntax_error = f"line {exc.lineno}: {exc.msg}"
-        return result
+    except (RecursionError, MemoryError) as exc:
+        result.syntax_error = f"too deeply nested for the Python compiler ({type(exc).__name__})"
+    return result
 
+
+def _compile_error(tree: ast.Module) -> str | None:
+    """What the compiler (beyond the parser) refuses, as importing model.py would; None when it compiles.
+
+    An await outside an async function is left to the rule that says so more plainly.
+    """
+    try:
+        compile(tree, "model.py", "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        if "await" in (exc.msg or "") and "async function" in (exc.msg or ""):
+            return None
+        return f"line {exc.lineno}: {exc.msg}"
+    return None
+
+
+def _analyze(source: str, result: PythonAnalysis) -> None:
+    tree = ast.parse(source)
+    error = _compile_error(tree)
+    if error:
+        result.syntax_error = error
+        return
     nodes, parents = _flatten(tree)
-    execute = None
+    execute = _read_class(tree, result)
+    calls = _read_functions(nodes, parents, execute, result)
+    _read_names(nodes, parents, result)
+    _read_bls(tree, nodes, parents, calls, result)
+
+
+def _read_class(tree: ast.Module, result: PythonAnalysis) -> ast.AST | None:
+    """TritonPythonModel and its execute (returned)."""
     model_class = next(
         (n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "TritonPythonModel"), None
     )
-    if model_class is not None:
-        result.has_class = True
-        execute = next(
-            (n for n in model_class.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "execute"),
-            None,
-        )
-        if execute is not None:
-            result.execute_line = execute.lineno
-            result.execute_async = isinstance(execute, ast.AsyncFunctionDef)
+    if model_class is None:
+        return None
+    result.has_class = True
+    execute = next(
+        (n for n in model_class.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "execute"),
+        None,
+    )
+    if execute is not None:
+        result.execute_line = execute.lineno
+        result.execute_async = isinstance(execute, ast.AsyncFunctionDef)
+    return execute
 
+
+def _read_functions(nodes: list[ast.AST], parents: dict[ast.AST, ast.AST], execute: ast.AST | None,
+                    result: PythonAnalysis) -> list[ast.Call]:
+    """Awaits outside async functions and execute's returns; every call (returned)."""
     flagged: set[ast.AST] = set()
     calls: list[ast.Call] = []
     for node in nodes:
@@ -241,17 +281,31 @@ def analyze(source: str) -> PythonAnalysis:
             if node.value is not None and not (isinstance(node.value, ast.Constant) and node.value.value is None):
                 result.execute_returns_value = result.execute_returns_value or node.lineno
     result.awaits_in_sync.sort(key=lambda item: item[1])
+    return calls
 
+
+def _read_names(nodes: list[ast.AST], parents: dict[ast.AST, ast.AST], result: PythonAnalysis) -> None:
+    """Names used but never bound, split by whether the code using them runs at load or per request."""
     bound = _bound_names(nodes)
-    if "*" not in bound:
-        reported: set[str] = set()
-        for node in nodes:
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-                if node.id not in bound and node.id not in _BUILTINS and node.id not in reported:
-                    reported.add(node.id)
-                    result.undefined.append((node.id, node.lineno))
-        result.undefined.sort(key=lambda item: item[1])
+    if "*" in bound:
+        return
+    first: dict[str, int] = {}
+    at_load: set[str] = set()
+    for node in nodes:
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            if node.id in bound or node.id in _BUILTINS:
+                continue
+            first[node.id] = min(first.get(node.id, node.lineno), node.lineno)
+            func = _function_of(node, parents)
+            if func is None or getattr(func, "name", "") in _LOAD_METHODS:
+                at_load.add(node.id)
+    for name, line in sorted(first.items(), key=lambda item: item[1]):
+        (result.undefined_at_load if name in at_load else result.undefined).append((name, line))
 
+
+def _read_bls(tree: ast.Module, nodes: list[ast.AST], parents: dict[ast.AST, ast.AST], calls: list[ast.Call],
+              result: PythonAnalysis) -> None:
+    """Every InferenceRequest with its target(s) and requested outputs; the first blocking exec()."""
     requests = [call for call in calls if _is_inference_request(call)]
     resolver = _Resolver(tree, nodes, parents) if requests else None
     for node in requests:
@@ -265,4 +319,3 @@ def analyze(source: str) -> PythonAnalysis:
     blocking = [c.lineno for c in calls if isinstance(c.func, ast.Attribute) and c.func.attr == "exec"]
     result.blocking_exec = min(blocking) if blocking else None
     result.bls_calls.sort(key=lambda c: c.line)
-    return result
