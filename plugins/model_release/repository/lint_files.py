@@ -108,7 +108,7 @@ def read_config(info: ModelInfo, add: Add) -> bool:
         add(refused.rule, info.name, info.config_file, f"config.pbtxt {refused.reason}")
     except UnicodeDecodeError as exc:
         add("config-parse", info.name, info.config_file,
-            f"is not UTF-8 text (byte {exc.start}); Triton reads config.pbtxt as protobuf text: rewrite it as UTF-8")
+            f"config.pbtxt is not UTF-8 text (byte {exc.start}); Triton reads it as protobuf text: rewrite it as UTF-8")
     except ConfigParseError as exc:
         add("config-parse", info.name, info.config_file, f"not a valid ModelConfig: {exc}; fix the text at that place")
     return True

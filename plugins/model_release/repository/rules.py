@@ -185,7 +185,8 @@ RULES: dict[str, Rule] = {
     "ensemble-cycle": Rule(ERROR, REFUSES, "ensembles whose steps lead back to themselves",
                            "circular dependency between ensembles: ...", f"{_MRM} CircularDependencyCheck"),
     # --- python models and BLS -------------------------------------------------------------
-    "python-syntax": Rule(ERROR, REFUSES, "model.py does not compile", "SyntaxError: ...", f"{_PB} (import of model.py)"),
+    "python-syntax": Rule(ERROR, REFUSES, "model.py does not parse, or has return, yield or await outside a function",
+                          "SyntaxError: ...", f"{_PB} (import of model.py)"),
     "python-no-model-class": Rule(ERROR, REFUSES, "model.py has no TritonPythonModel class",
                                   "AttributeError: module '1.model' has no attribute 'TritonPythonModel'", f"{_PB} Stub::Initialize"),
     "python-no-execute": Rule(ERROR, FAILS, "TritonPythonModel has no execute method",
@@ -230,6 +231,8 @@ NOT_FROM_FILES = {
     "python-undefined-name": "whether requests reach that line",
     "python-undefined-at-load": "whether the line runs at load (a branch may skip it); imports of packages "
                                 "the server's Python lacks are not checked at all",
+    "python-syntax": "errors only the compiler finds beyond those ('break' outside a loop, nonlocal misuse): "
+                     "the linter parses model.py, it does not compile it",
     "file-symlink": "what the symlink points to: Triton follows it, the linter does not read through it",
     "file-too-large": "the file's content: the linter does not read it",
     "config-autocomplete": "the config Triton will infer from the model file",
