@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Iterable
 
-from .rules import ERROR, RULES, WARNING
+from .rules import ERROR, WARNING
 
-__all__ = ["ERROR", "WARNING", "RULES", "Finding", "LintReport", "safe_text", "listing", "MAX_MESSAGE"]
+__all__ = ["ERROR", "WARNING", "Finding", "LintReport", "safe_text", "listing", "MAX_MESSAGE"]
 
 MAX_MESSAGE = 1000  # characters of a finding's message
 MAX_FIELD = 300  # characters of its model name and file
@@ -84,10 +84,6 @@ class LintReport:
     @property
     def ok(self) -> bool:
         return not self.errors
-
-    def refused(self, model: str) -> list[Finding]:
-        """The findings that say Triton refuses to load ``model`` (its own, or a member's for an ensemble)."""
-        return [f for f in self.findings if f.model == safe_text(model, MAX_FIELD) and RULES[f.rule].triton == "refuses"]
 
     def to_dict(self) -> dict[str, Any]:
         return {
