@@ -77,9 +77,13 @@ def _backend_pair(info: ModelInfo, add: Add) -> None:
             "(its files are not checked)")
 
 
+#: backend -> the platform Triton's auto-complete fills in when the backend is given alone (not tensorflow's: two)
+_FILLED_PLATFORM = {b: p for p, b in PLATFORMS.items() if b not in (None, "tensorflow")}
+
+
 def _platform_of(backend: str) -> str:
     """The platform Triton's auto-complete fills in for a backend given alone."""
-    return {"onnxruntime": "onnxruntime_onnx", "tensorrt": _TRT, "pytorch": "pytorch_libtorch"}.get(backend, "")
+    return _FILLED_PLATFORM.get(backend, "")
 
 
 def _tensorflow_platform(info: ModelInfo) -> str:
