@@ -79,6 +79,8 @@ class Histogram:
             return math.nan
         rank = max(1, math.ceil(q / 100.0 * n))
         index = int(np.searchsorted(np.cumsum(self.counts), rank))
+        if index >= OCTAVES * SUB_BUCKETS:  # the overflow bucket has no upper edge: the largest latency seen
+            return self.max_s * 1e3
         return min(self._upper_ms(index), self.max_s * 1e3)
 
     def figures(self) -> dict[str, float]:
@@ -345,9 +347,10 @@ def measure(runner: LoadRunner, targets: list[str], *, warmup_s: float, window_s
             stability: float, budget_s: float, progress: Callable[[str], None] | None = None) -> dict[str, Measurement]:
     """Warm every target up, then measure them in alternating windows (A B A B ...).
 
-    Stops when every target's last ``stable_windows`` windows are stable, or when ``budget_s``
-    (the measuring time, warm-up excluded) is spent; each :class:`Measurement` says which. A
-    target whose window had errors stops being measured further (its errors fail the gate).
+    Every target gets a window in each round (so window ``i`` of each ran back to back), until
+    every target's last ``stable_windows`` windows are stable or ``budget_s`` (the measuring time,
+    warm-up excluded) is spent; each :class:`Measurement` says which. A target whose window had
+    errors stops being measured further (its errors fail the gate).
     """
     results = {t: Measurement(t) for t in targets}
     for target in targets:
@@ -356,9 +359,10 @@ def measure(runner: LoadRunner, targets: list[str], *, warmup_s: float, window_s
         results[target].warmup_s = round(time.perf_counter() - t0, 3)
     spent = 0.0
     while spent < budget_s:
-        pending = [t for t in targets if not results[t].stable and not any(w.errors for w in results[t].windows)]
-        if not pending:
+        healthy = [t for t in targets if not any(w.errors for w in results[t].windows)]
+        if not healthy or all(results[t].stable for t in healthy):
             break
+        pending = healthy
         for target in pending:
             window = runner.window(target, window_s)
             spent += window.seconds
