@@ -114,8 +114,11 @@ def test_measure_alternates_targets_stops_when_stable_and_closes_every_connectio
 
 
 def test_measure_stops_at_the_budget_and_says_it_did_not_settle() -> None:
-    flip = iter(range(1000))
-    runner = LoadRunner(lambda t: Sleeper(1 + 20 * (next(flip) % 2)), concurrency=2, batch_rows=1)
+    class Drifting(Requester):  # 1 ms in one window, 11 ms in the next: p50 never settles
+        def send(self, batch: int) -> None:
+            time.sleep((1 + 10 * (int(time.monotonic() / 0.15) % 2)) / 1e3)
+
+    runner = LoadRunner(lambda t: Drifting(), concurrency=2, batch_rows=1)
     try:
         result = measure(runner, ["a"], warmup_s=0.0, window_s=0.15, stable_windows=3, stability=0.01, budget_s=0.5)["a"]
     finally:
