@@ -120,28 +120,43 @@ class Requester:
 
 
 class TritonRequester(Requester):
-    """Prebuilt tritonclient.http requests over one connection; the response is parsed and dropped."""
+    """Requests prebuilt once (the KServe v2 binary body tritonclient.http would send) over one HTTP connection.
+
+    Sending is one POST of ready bytes and one read of the response: the client does as little
+    per request as perf_analyzer does, so the figures are the server's. A status other than 200
+    is an error carrying Triton's message.
+    """
 
     def __init__(self, url: str, model: str, inputs: Mapping[str, str], outputs: list[str],
                  batches: list[dict[str, np.ndarray]], timeout_s: float) -> None:
-        import tritonclient.http as http
+        from urllib.parse import quote
 
-        self._client = http.InferenceServerClient(url, connection_timeout=timeout_s, network_timeout=timeout_s)
-        self.model = model
-        self._outputs = [http.InferRequestedOutput(o, binary_data=True) for o in outputs]
-        self._requests = []
+        import tritonclient.http as http
+        from geventhttpclient import HTTPClient
+
+        host, _, port = url.rpartition(":")
+        self._client = HTTPClient(host, int(port), connection_timeout=timeout_s, network_timeout=timeout_s, concurrency=1)
+        self._path = f"/v2/models/{quote(model)}/infer"
+        wanted = [http.InferRequestedOutput(o, binary_data=True) for o in outputs]
+        self._requests: list[tuple[bytes, dict[str, str]]] = []
         for batch in batches:
-            request = []
+            tensors = []
             for name, datatype in inputs.items():
                 array = batch[name]
                 array = array.astype(object) if datatype == "BYTES" else array.astype(numpy_from_triton(datatype), copy=False)
                 tensor = http.InferInput(name, list(array.shape), datatype)
                 tensor.set_data_from_numpy(array, binary_data=True)
-                request.append(tensor)
-            self._requests.append(request)
+                tensors.append(tensor)
+            body, json_size = http.InferenceServerClient.generate_request_body(tensors, outputs=wanted)
+            headers = {"Inference-Header-Content-Length": str(json_size)} if json_size is not None else {}
+            self._requests.append((body if isinstance(body, bytes) else body.encode(), headers))
 
     def send(self, batch: int) -> None:
-        self._client.infer(self.model, self._requests[batch % len(self._requests)], outputs=self._outputs)
+        body, headers = self._requests[batch % len(self._requests)]
+        response = self._client.post(self._path, body=body, headers=headers)
+        data = response.read()
+        if response.status_code != 200:
+            raise RuntimeError(f"HTTP {response.status_code}: {data[:300].decode(errors='replace')}")
 
     def close(self) -> None:
         self._client.close()
