@@ -39,13 +39,16 @@ TRACKING_FORMS = "http(s)://HOST[:PORT], sqlite:///ABSOLUTE/PATH.db, postgresql:
 
 
 def quiet_mlflow_env() -> None:
-    """Turn off MLflow's telemetry and progress bars, and bound its HTTP requests (idempotent).
+    """Turn off MLflow's telemetry, progress bars and run-URL printing, and bound its HTTP requests (idempotent).
 
     Settings already in the environment win.
     """
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     os.environ.setdefault("DO_NOT_TRACK", "true")
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    # MLflow prints "View run ... at: <tracking URI>/#/..." to stdout: the URI may carry a password,
+    # and stdout is the CLI's JSON
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
     os.environ.setdefault(TIMEOUT_ENV, str(DEFAULT_TIMEOUT_S))
     os.environ.setdefault(RETRIES_ENV, str(DEFAULT_RETRIES))
     os.environ.setdefault(BACKOFF_ENV, str(DEFAULT_BACKOFF))
@@ -133,6 +136,8 @@ def check_tracking_uri(uri: object) -> str:
                         f"valid: {TRACKING_FORMS}")
     parsed = urlparse(uri)
     scheme = parsed.scheme.lower()
+    if uri in ("databricks", "databricks-uc", "uc"):  # a profile-less Databricks workspace
+        return uri
     if len(scheme) <= 1:  # no scheme, or a Windows drive letter: a local folder
         path = Path(uri)
         if not path.is_dir():

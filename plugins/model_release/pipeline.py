@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from .errors import ConflictError, GateError, ModelReleaseError
+from .safe_text import redact
 from .spec import ReleaseSpec
 from .types import (
     AssembleResult, CanaryResult, ExportResult, IntakeResult, PromoteResult, TensorRTResult, _Serialisable,
@@ -290,6 +291,9 @@ def release(spec: ReleaseSpec, ws: Workspace, services: Services, *, promote: bo
     """
     preflight(spec, services, promote=promote, ws=ws)  # refuses bad input before anything is written
     ws.claim()
+    log.debug("release %s: MLflow %s, store %s, workspace %s, canary %s", ws.release_id,
+              redact(services.tracking_uri or "(MLflow's default)"), spec.promote.store, ws.path,
+              services.triton_endpoint or "a local Triton")
     outcome = ReleaseOutcome(release_id=ws.release_id, workspace=str(ws.path))
     try:
         intake = run_intake(spec, ws, services)
