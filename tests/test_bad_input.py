@@ -365,6 +365,7 @@ def test_bad_input_is_one_line_exit_2_and_moves_nothing(case: Case, world, tmp_p
     assert len(line) < 5000
     assert _tree(world["store_dir"]) == store_before, "the store changed"
     assert _tree(tmp_path) == around_before, "something was written"
+    assert (world["root"] / "mlflow.db").stat().st_size == 0, "MLflow was reached"
 
 
 def test_a_flood_is_cut_and_a_secret_is_never_echoed(world, tmp_path, monkeypatch, capsys) -> None:
