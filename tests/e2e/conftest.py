@@ -14,6 +14,14 @@ from model_release.local.stack import EmbeddedStack
 
 SPEC = Path(__file__).resolve().parents[2] / "releases" / "iris.yaml"
 
+#: Canary settings for the end-to-end tests that are about something other than latency: the load
+#: phase still runs and is reported, briefly, with ratios that a busy 2-core machine's noise cannot
+#: trip (a 1.39x p99 between two identical models was seen there under iris.yaml's 1.25). The
+#: latency gates are tested at their boundaries in tests/canary/test_load_phase.py.
+NOT_ABOUT_LATENCY: dict[str, Any] = {
+    "canary.tune.enabled": False, "canary.load.warmup_s": 0.3, "canary.load.window_s": 0.4, "canary.load.budget_s": 2.5,
+    "canary.load.max_p99_ratio": 3.0, "canary.load.min_throughput_ratio": 0.3}
+
 
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedStack]:

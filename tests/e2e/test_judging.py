@@ -25,7 +25,7 @@ from model_release.store import open_store
 from model_release.types import AssembleResult, CanaryResult, ExportResult
 from model_release.workspace import Workspace, new_release_id
 
-from .conftest import SPEC, StoreView
+from .conftest import NOT_ABOUT_LATENCY, SPEC, StoreView
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -44,7 +44,7 @@ NO_PROBABILITIES = {"export.tolerances": {"default": {"atol": 1.0e-5, "rtol": 1.
 
 def _spec(model: str, prefix: str, **overrides: Any):  # noqa: ANN202
     return load_spec(SPEC, overrides={"model.name": model, "promote.store": f"s3://model-store/{prefix}",
-                                   "canary.tune.enabled": False, **overrides})
+                                   **NOT_ABOUT_LATENCY, **overrides})
 
 
 def _release(stack, tmp_path: Path, spec, *, promote: bool = True) -> tuple[ReleaseOutcome, Workspace]:  # noqa: ANN001

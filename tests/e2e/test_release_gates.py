@@ -21,14 +21,14 @@ from model_release.types import CanaryResult
 from model_release.store import open_store
 from model_release.workspace import Workspace, new_release_id
 
-from .conftest import SPEC, StoreView
+from .conftest import NOT_ABOUT_LATENCY, SPEC, StoreView
 
 pytestmark = [pytest.mark.integration]
 
 
 def _spec(model: str, prefix: str, **overrides):
     return load_spec(SPEC, overrides={"model.name": model, "promote.store": f"s3://model-store/{prefix}",
-                                   "canary.tune.enabled": False, **overrides})
+                                   **NOT_ABOUT_LATENCY, **overrides})
 
 
 def _services(stack) -> Services:

@@ -155,7 +155,7 @@ def test_no_secret_in_any_output_or_file_of_a_whole_release(stack, mlflow_http, 
     runs["unreachable MLflow at INFO"] = _cli(_env(stack, ws, unreachable, "INFO"), cwd, "release", str(spec))
     failed = runs["unreachable MLflow at INFO"]
     assert failed.returncode == 4 and "MLflow could not read registered model" in failed.stderr
-    assert f"http://***@127.0.0.1" in failed.stderr, failed.stderr[-2000:]  # MLflow's message named the URI
+    assert "http://***@127.0.0.1" in failed.stderr, failed.stderr[-2000:]  # MLflow's message named the URI
 
     outputs = {f"{name}: {stream}": getattr(proc, stream).encode() for name, proc in runs.items() for stream in ("stdout", "stderr")}
     written = _files(tmp_path)
