@@ -74,8 +74,10 @@ def _tracking_uri(flag: str | None) -> str | None:
 
 
 def _report(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="model-release report", description="Print a canary report's verdict and figures.")
+    parser = argparse.ArgumentParser(prog="model-release report", description="Print a canary report's decision: the verdict "
+                                     "and each gate as one line. Exit 0 when it passed, 3 when it was rejected.")
     parser.add_argument("report", help="report.json (from a workspace's canary/ or a store's reports/)")
+    parser.add_argument("--json", action="store_true", help="print the whole report.json instead")
     args = parser.parse_args(argv)
     path = Path(args.report)
     if path.is_dir():
@@ -84,15 +86,20 @@ def _report(argv: list[str]) -> int:
         print(f"model-release report: {str(path)!r} does not exist; pass a canary report.json", file=sys.stderr)
         return 2
     data = json.loads(path.read_text())
-    print(json.dumps(data, indent=2))
+    if args.json:
+        print(json.dumps(data, indent=2))
+    else:
+        from .canary.decision import terminal
+
+        print(terminal(data, colour=sys.stdout.isatty() and not os.environ.get("NO_COLOR")))
     return 0 if report_passed(data) else 3
 
 
 def report_passed(report: dict) -> bool:
     """Whether a canary report says the release passed: its ``passed`` flag, else its verdict."""
-    if isinstance(report.get("passed"), bool):
-        return report["passed"]
-    return report.get("verdict") == "passed"
+    from .canary.decision import passed_of
+
+    return passed_of(report)
 
 
 def _rollback(argv: list[str]) -> int:
