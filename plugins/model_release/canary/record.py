@@ -4,8 +4,9 @@ For every canary (passed or rejected) :func:`mlflow_recorder` logs one run, ``ca
 in the candidate's own experiment: the golden set as its evaluation dataset (inputs and ground
 truth, context ``canary``), the candidate's logged model as its input, and the served figures as
 metrics attached to that logged model and dataset (MLflow 3's model metrics), so the registry
-shows them on the model version. The version is tagged with the verdict and the run. A registry
-that cannot be reached does not change the verdict: the report records why nothing was logged.
+shows them on the model version. The report itself (``canary/report.html`` and ``report.json``) is
+an artifact of that run. The version is tagged with the verdict and the run. A registry that
+cannot be reached does not change the verdict: the report records why nothing was logged.
 """
 
 from __future__ import annotations
@@ -90,6 +91,7 @@ def _log(tracking_uri: str, intake: IntakeResult, export: ExportResult, report: 
         figures = served_figures(report)
         client.log_batch(run_id, metrics=[Metric(k, v, now, 0, model_id=model_id, dataset_name=dataset.name,
                                                  dataset_digest=dataset.digest) for k, v in sorted(figures.items())])
+        artifacts = _log_report(client, run_id, report)
         client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
     except BaseException:
         client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
@@ -98,7 +100,25 @@ def _log(tracking_uri: str, intake: IntakeResult, export: ExportResult, report: 
         client.set_model_version_tag(intake.model_name, intake.version, key, value)
     log.info("canary: logged %d served figures to MLflow run %s (model %s)", len(figures), run_id, model_id)
     return {"run_id": run_id, "experiment_id": experiment_id, "model_id": model_id, "dataset": dataset.name,
-            "dataset_digest": dataset.digest, "metrics": sorted(figures)}
+            "dataset_digest": dataset.digest, "metrics": sorted(figures), "artifacts": artifacts}
+
+
+#: where the report goes among the evaluation run's artifacts
+REPORT_ARTIFACTS = ("canary/report.html", "canary/report.json")
+
+
+def _log_report(client: Any, run_id: str, report: CanaryReport) -> list[str]:
+    """The report (HTML and JSON) as artifacts of the evaluation run, so the model version's run shows it.
+
+    It is rendered here from the closed report, so it lacks only the ``recorded`` section: the run itself.
+    """
+    from ..webpage import finite
+    from .report import render_html
+
+    data = report.to_dict()
+    client.log_text(run_id, render_html(data), REPORT_ARTIFACTS[0])
+    client.log_dict(run_id, finite(data), REPORT_ARTIFACTS[1])
+    return list(REPORT_ARTIFACTS)
 
 
 def logged_model_id(version: Any) -> str | None:
