@@ -134,7 +134,8 @@ def _no_champion(report: dict[str, Any]) -> str:
 def _no_truth(report: dict[str, Any]) -> str:
     quality = report.get("quality") or {}
     if quality.get("skipped"):
-        return "No ground truth: " + quality["skipped"]
+        why = str(quality["skipped"])
+        return why[0].upper() + why[1:] if why.lower().startswith("no ground truth") else "No ground truth: " + why
     return NOT_REACHED if not report.get("gates") else "No ground truth for this model"
 
 

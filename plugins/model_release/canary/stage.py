@@ -50,7 +50,8 @@ log = logging.getLogger(__name__)
 
 #: finds the champion, given a folder to fetch it into
 ChampionFinder = Callable[[Path], Champion]
-#: records the verdict elsewhere (MLflow); returns what to keep in the report
+#: records the verdict elsewhere (MLflow); returns what to keep in the report. One with an
+#: ``attach(report, [html, json])`` method is also given the written report files.
 Recorder = Callable[[CanaryReport], dict[str, Any]]
 
 
@@ -509,6 +510,9 @@ def _close(report: CanaryReport, folder: Path, passed: bool, reasons: list[str],
     if record is not None:
         report.recorded = record(report)
     json_path, html_path = write_reports(folder, report)
+    attach = getattr(record, "attach", None)  # a recorder that keeps artifacts (MLflow) gets the written report
+    if attach is not None:
+        attach(report, [html_path, json_path])
     return CanaryResult(passed=passed, report_json=str(json_path), report_html=str(html_path), summary=report.summary(),
                         figures=report.figures(), server=report.server, champion_release=champion.release_id,
                         champion_kind=champion.kind, champion_pinned=champion.pinned,
