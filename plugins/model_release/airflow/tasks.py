@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from airflow.sdk.exceptions import AirflowFailException
 
 from ..errors import UserError
-
+from ..logs import quiet_wire_loggers
 from ..names import check_release_id
 from ..pipeline import ReleaseRef, Services, preflight
 from ..spec import load_spec
@@ -37,6 +37,7 @@ def no_retry_on_user_error(fn: F) -> F:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        quiet_wire_loggers()  # botocore's DEBUG records carry the key id and the session token
         try:
             return fn(*args, **kwargs)
         except UserError as exc:
@@ -59,7 +60,8 @@ def _services(ref: ReleaseRef, *, store: bool = False, triton: bool = False) -> 
 
 @no_retry_on_user_error
 def start(params: dict[str, Any], run_id: str, run_after: Any) -> dict[str, Any]:
-    """Validate the spec and the trigger's parameters; name the release (stable across retries)."""
+    """Validate the spec and the trigger's parameters, name the release (stable across retries) and
+    claim its workspace for this run; everything checkable is checked before anything is written."""
     spec_path = Path(params["spec"])
     if not spec_path.is_absolute():
         spec_path = HOME / spec_path
@@ -70,13 +72,17 @@ def start(params: dict[str, Any], run_id: str, run_after: Any) -> dict[str, Any]
         overrides["model.alias"] = params["alias"]
     spec = load_spec(spec_path, overrides=overrides or None)
     promote = bool(params.get("promote", True))
-    preflight(spec, Services(open_store=ModelStoreHook().open_store), promote=promote)
     if params.get("release_id"):
         release_id = check_release_id(params["release_id"])
     else:
         digest = hashlib.sha256(run_id.encode()).hexdigest()[:4]
         release_id = f"{spec.name}-{run_after:%Y%m%dT%H%M%SZ}-{digest}"
     root = params.get("workspace") or os.environ.get("MODEL_RELEASE_WORKSPACE") or HOME / ".work" / "workspace"
+    ws = Workspace(release_id, Path(root).resolve())
+    owner = f"airflow run {run_id}"  # the run's own retries (and a cleared run) find the workspace theirs
+    services = Services(tracking_uri=MlflowHook().tracking_uri(), open_store=ModelStoreHook().open_store)
+    preflight(spec, services, promote=promote, ws=ws, owner=owner)
+    ws.claim(owner)
     return ReleaseRef(
         release_id=release_id, workspace_root=str(Path(root).resolve()), spec_path=str(spec_path),
         overrides=overrides, promote=promote, model=spec.model.uri,
