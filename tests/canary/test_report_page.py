@@ -186,3 +186,26 @@ def test_model_release_report_prints_the_decision_and_exits_3_when_rejected(tmp_
     assert capsys.readouterr().out.startswith("PASSED")
     assert main(["report", "--json", str(path)]) == 0
     assert json.loads(capsys.readouterr().out)["release_id"] == "iris-2"
+
+
+@pytest.mark.parametrize("report", [
+    {"passed": False, "gates": "x", "parity": [1], "quality": [], "shift": "x", "slo": 3, "reasons": "why"},
+    {"passed": True, "gates": [1, None, {"name": 2}], "parity": {"a": 1}, "expectations": {"results": [1]},
+     "load_phase": {"candidate": 1}, "acknowledgements": ["x"], "champion": 5, "model": "m"},
+    {"verdict": "rejected", "quality": {"task": "classification", "candidate": {"accuracy": "x", "unknown": 1}, "champion": []}},
+])
+def test_a_report_of_the_wrong_shape_prints_what_it_holds_instead_of_failing(report, tmp_path, capsys) -> None:
+    (tmp_path / "report.json").write_text(json.dumps(report))
+    assert main(["report", str(tmp_path)]) == (0 if report.get("passed") else 3)
+    captured = capsys.readouterr()
+    assert captured.out.startswith("PASSED" if report.get("passed") else "REJECTED") and captured.err == ""
+
+
+def test_the_terminal_escapes_control_characters_and_redacts_what_a_report_holds(tmp_path, capsys) -> None:
+    hostile = {**REPORT, "release": "iris\033[2J", "reasons": ["see https://user:hunter2@mlflow.example/x\n\033[31mfake"],
+               "gates": [{"name": "quality\u202eaccuracy", "passed": False, "candidate": 0.5, "limit": "\033]0;title\a"}]}
+    (tmp_path / "report.json").write_text(json.dumps(hostile))
+    assert main(["report", str(tmp_path)]) == 3
+    out = capsys.readouterr().out
+    assert "\033" not in out and "\u202e" not in out and "\a" not in out and "hunter2" not in out
+    assert "iris\\x1b[2J" in out and "quality\\u202eaccuracy" in out and "https://***@mlflow.example/x" in out

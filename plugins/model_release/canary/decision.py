@@ -5,6 +5,9 @@ per gate (its figure, its limit and the champion's figure), the acknowledgements
 and the headline changes against the production champion. Besides the gates of
 ``report["gates"]`` it lists the gates judged outside them: parity per output against the native
 model, the expectation suite, and the p99 SLO when it was judged on the replay.
+
+A report is read as found (``model-release report`` reads any file): a section of the wrong type
+counts as absent, so a hand-edited or foreign report prints what it holds instead of failing.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..metrics import METRICS
+from ..safe_text import escape_controls, redact
 
 FAILED, PASSED, SKIPPED = "failed", "passed", "skipped"
 
@@ -56,6 +60,16 @@ class Decision:
     @property
     def counts(self) -> dict[str, int]:
         return {s: sum(1 for line in self.lines if line.status == s) for s in (FAILED, PASSED, SKIPPED)}
+
+
+def _map(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one (a section of the wrong type is absent)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _maps(value: Any) -> list[dict[str, Any]]:
+    """The JSON objects of ``value`` when it is a list (anything else in it is skipped)."""
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
 def passed_of(report: dict[str, Any]) -> bool:
@@ -110,7 +124,9 @@ def _gate_line(gate: dict[str, Any]) -> Line:
 
 def _parity_lines(report: dict[str, Any]) -> list[Line]:
     lines = []
-    for name, fig in (report.get("parity") or {}).items():
+    for name, fig in _map(report.get("parity")).items():
+        if not isinstance(fig, dict):
+            continue
         status = PASSED if fig.get("passed") else FAILED
         if fig.get("kind") == "label":
             lines.append(Line(f"parity.{name}", status, number(fig.get("agreement"), percent=True),
@@ -126,12 +142,12 @@ def _parity_lines(report: dict[str, Any]) -> list[Line]:
 
 
 def _expectation_line(report: dict[str, Any]) -> list[Line]:
-    exp = report.get("expectations")
+    exp = _map(report.get("expectations"))
     if not exp:
         return []
     if exp.get("skipped") or "results" not in exp:
         return [Line("expectations", SKIPPED, setting="canary.expectations", detail=str(exp.get("skipped", "not run")))]
-    results = exp.get("results") or []
+    results = _maps(exp.get("results"))
     met = sum(1 for r in results if r.get("success"))
     status = PASSED if met == len(results) else FAILED
     failing = [f"{r.get('expectation')} on {r.get('column')}" for r in results if not r.get("success")]
@@ -140,7 +156,7 @@ def _expectation_line(report: dict[str, Any]) -> list[Line]:
 
 
 def _replay_slo_line(report: dict[str, Any]) -> list[Line]:
-    slo = report.get("slo") or {}
+    slo = _map(report.get("slo"))
     if slo.get("measured_by") != "replay" or slo.get("p99_ms_limit") is None:
         return []
     return [Line("replay.slo_p99", PASSED if slo.get("passed") else FAILED, number(slo.get("p99_ms"), "ms"),
@@ -167,20 +183,20 @@ def _delta(title: str, mine: Any, theirs: Any, *, greater_is_better: bool | None
 
 def _changes(report: dict[str, Any]) -> list[Change]:
     """The figures that say what changed against production, candidate beside champion."""
-    quality = report.get("quality") or {}
-    mine, theirs = quality.get("candidate") or {}, quality.get("champion") or {}
+    quality = _map(report.get("quality"))
+    mine, theirs = _map(quality.get("candidate")), _map(quality.get("champion"))
     out = []
     primary = ["accuracy", "f1_macro"] if quality.get("task") == "classification" else ["rmse", "r2"]
     for metric in primary:
-        if metric in mine:
+        if metric in mine and metric in METRICS:
             out.append(_delta(metric, mine[metric], theirs.get(metric), greater_is_better=METRICS[metric].greater_is_better))
-    shift = report.get("shift") or {}
+    shift = _map(report.get("shift"))
     if "agreement" in shift:
         out.append(Change("agreement with the champion", number(shift["agreement"], percent=True), "-"))
     elif "ks" in shift:
         out.append(Change("prediction shift (KS)", number(shift["ks"]), "-"))
-    load = report.get("load_phase") or {}
-    cand, champ = load.get("candidate") or {}, load.get("champion") or {}
+    load = _map(report.get("load_phase"))
+    cand, champ = _map(load.get("candidate")), _map(load.get("champion"))
     if cand:
         out.append(_delta("p99 under load", cand.get("p99_ms"), champ.get("p99_ms"), greater_is_better=False, unit="ms", ratio=True))
         out.append(_delta("throughput", cand.get("throughput_rows_per_s"), champ.get("throughput_rows_per_s"),
@@ -197,8 +213,8 @@ def _model_line(model: dict[str, Any]) -> str:
 def decision(report: dict[str, Any]) -> Decision:
     """The decision block of ``report`` (a ``report.json`` as a dict)."""
     passed = passed_of(report)
-    lines = [_gate_line(g) for g in report.get("gates") or []]
-    champion = report.get("champion") or {}
+    lines = [_gate_line(g) for g in _maps(report.get("gates"))]
+    champion = _map(report.get("champion"))
     if champion.get("kind") in (None, "none") and champion.get("reason"):
         for line in lines:  # every change gate skips for the same reason: say it once, in the header
             if line.status == SKIPPED and line.detail == champion["reason"]:
@@ -211,8 +227,9 @@ def decision(report: dict[str, Any]) -> Decision:
         judged = f"{champion.get('name') or champion.get('release_id')} ({champion.get('kind')})"
     return Decision(
         passed=passed, verdict="passed" if passed else "rejected", lines=lines,
-        acknowledgements=list(report.get("acknowledgements") or []), changes=_changes(report),
-        reasons=[str(r) for r in report.get("reasons") or []], champion=judged, model=_model_line(report.get("model") or {}),
+        acknowledgements=_maps(report.get("acknowledgements")), changes=_changes(report),
+        reasons=[str(r) for r in report.get("reasons") or []] if isinstance(report.get("reasons"), list) else [],
+        champion=judged, model=_model_line(_map(report.get("model"))),
     )
 
 
@@ -228,10 +245,23 @@ def _fit(text: str, width: int) -> str:
     return (text if len(text) <= width else text[: width - 1] + "…").ljust(width)
 
 
+def _printable(data: Any) -> Any:
+    """``data`` with every string redacted and its control characters escaped (a report is any file)."""
+    if isinstance(data, str):
+        return escape_controls(redact(data))
+    if isinstance(data, dict):
+        return {_printable(k) if isinstance(k, str) else k: _printable(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_printable(v) for v in data]
+    return data
+
+
 def terminal(report: dict[str, Any], *, colour: bool = False, width: int = 120) -> str:
-    """The decision block as a compact table for a terminal (ANSI colour only when ``colour``)."""
+    """The decision block as a compact table for a terminal (ANSI colour only when ``colour``, and
+    never from the report: its strings are printed redacted, control characters escaped)."""
     import textwrap
 
+    report = _printable(report)
     d = decision(report)
 
     def paint(text: str, key: str) -> str:
