@@ -209,3 +209,18 @@ def test_the_terminal_escapes_control_characters_and_redacts_what_a_report_holds
     out = capsys.readouterr().out
     assert "\033" not in out and "\u202e" not in out and "\a" not in out and "hunter2" not in out
     assert "iris\\x1b[2J" in out and "quality\\u202eaccuracy" in out and "https://***@mlflow.example/x" in out
+
+
+def test_figures_read_plainly_and_gates_against_the_champion_name_what_they_compare() -> None:
+    from model_release.canary.decision import number
+
+    assert (number(13997.4, "rows/s"), number(11345.0), number(0.09871), number(20.99, "ms")) == (
+        "13,997 rows/s", "11,345", "0.09871", "20.99 ms")
+    report = {"passed": True, "gates": [
+        {"name": "champion.agreement", "passed": True, "candidate": 0.99, "champion": 1.0, "limit": ">= 0.9"},
+        {"name": "champion.psi", "passed": True, "candidate": 0.01, "champion": 0.0, "limit": "<= 0.25"},
+        {"name": "champion.ks", "passed": True, "candidate": 0.05, "champion": 0.0, "limit": "<= 0.5"},
+        {"name": "quality.rmse", "passed": True, "candidate": 50.1, "champion": 51.2, "limit": "at most 5% worse"}]}
+    champion = {line.name: line.champion for line in decision(report).lines}
+    assert champion == {"champion.agreement": "its labels", "champion.psi": "its class mix", "champion.ks": "its predictions",
+                        "quality.rmse": "51.2"}

@@ -80,7 +80,7 @@ def passed_of(report: dict[str, Any]) -> bool:
 
 
 def number(value: Any, unit: str = "", *, percent: bool = False) -> str:
-    """A figure for a reader: 4 significant digits, a unit, ``-`` when absent."""
+    """A figure for a reader: 4 significant digits (whole numbers with separators from 10,000), a unit, ``-`` when absent."""
     if value is None or value == "":
         return "-"
     if isinstance(value, bool):
@@ -95,7 +95,10 @@ def number(value: Any, unit: str = "", *, percent: bool = False) -> str:
             return str(value)
         if percent:
             return f"{value:.2%}"
-        text = f"{value:.4g}" if isinstance(value, float) else str(value)
+        if isinstance(value, float) and 1e4 <= abs(value) < 1e15:
+            text = f"{value:,.0f}"  # 13,997 rows/s, not 1.4e+04
+        else:
+            text = f"{value:.4g}" if isinstance(value, float) else str(value)
         return f"{text} {unit}".strip()
     return str(value)
 
@@ -104,14 +107,20 @@ _UNITS = {"load.slo_p99": "ms", "load.p99_ratio": "ms", "load.throughput_ratio":
           "nonfinite": "rows"}
 
 
+_AGAINST_CHAMPION = {"contract": "its interface", "champion.agreement": "its labels", "champion.psi": "its class mix",
+                     "champion.ks": "its predictions"}
+
+
 def _gate_line(gate: dict[str, Any]) -> Line:
     name = str(gate.get("name", "?"))
     status = SKIPPED if gate.get("passed") is None else PASSED if gate.get("passed") else FAILED
     unit = _UNITS.get(name, "")
     percent = name == "champion.agreement"
     champion = gate.get("champion")
-    if name == "contract" and champion is not None:
-        champion = "its interface"  # the champion's name is in the header; the figure is the comparison
+    if name in _AGAINST_CHAMPION and champion is not None:
+        # the gate compares the candidate with the champion, whose own figure (its interface, 100% agreement
+        # with itself, no shift from itself) says nothing: name what it is compared with instead
+        champion = _AGAINST_CHAMPION[name]
     return Line(
         name=name, status=status,
         candidate="" if status == SKIPPED else number(gate.get("candidate"), unit, percent=percent),

@@ -77,8 +77,9 @@ def per_class(data: dict[str, Any] | None, label: str, caption: str, *, missing:
         ax.set_title(metric)
     axes[0].set_yticks(y, [_short(str(c)) for c in classes])
     axes[0].invert_yaxis()
-    if theirs:
-        legend_above(axes[0])
+    if theirs:  # one legend for the three panels, above their titles (over the first panel it hid "precision")
+        handles, labels = axes[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside upper center", ncol=2, fontsize=8, frameon=False)
     else:
         caption += " No champion figures: only the candidate is shown."
     return plot_html(fig, label, caption)
