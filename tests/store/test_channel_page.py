@@ -81,6 +81,9 @@ def test_the_channel_page_lists_promotions_the_rejection_and_the_rollback_in_ord
                      "../rejected/r3/reports/report.html", "../releases/r1/reports/report.html"]
     assert all((tmp_path / "store" / "channels" / link).resolve().is_file() for link in links)
     assert "<svg" in page and "data-plot='channel-figures'" in page
+    # a rejection's row names the gates that failed; its reasons in full are on hover (and in its report)
+    assert ("title='accuracy of the served candidate is 0.86 [canary.quality.accuracy]'>failed quality.accuracy "
+            "(judged against r2)</td>") in page
 
 
 def test_a_page_that_cannot_be_written_never_fails_the_promotion(tmp_path, caplog) -> None:

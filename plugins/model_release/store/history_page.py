@@ -190,8 +190,12 @@ def render(store_uri: str, channel: str, evs: list[Event], current: str | None) 
         verdict = ("<span class='badge fail'>rejected</span>" if e.verdict == "rejected"
                    else "<span class='badge pass'>passed</span>" if e.verdict == "passed" else "<span class='muted'>?</span>")
         model = f"{e.model.get('name', '?')} v{e.model.get('version', '?')}" if e.model else "-"
-        if e.action == "rejected":
-            note = ("judged against " + e.previous + ": " if e.previous else "") + (e.reasons[0] if e.reasons else "")
+        detail = ""
+        if e.action == "rejected":  # the gates that failed; every reason in full on hover, and in the report
+            failed = [name for name, state in (e.figures.get("gates") or {}).items() if state == "failed"]
+            note = ("failed " + ", ".join(failed) if failed else (e.reasons[0] if e.reasons else "rejected")) + (
+                f" (judged against {e.previous})" if e.previous else "")
+            detail = " ".join(e.reasons)
         else:
             note = f"from {e.previous}" if e.previous else "the channel's first release"
         rows.append(
@@ -199,7 +203,7 @@ def render(store_uri: str, channel: str, evs: list[Event], current: str | None) 
             f"<td class='num'>{i}</td><td title='{esc(e.when)}'>{e.moment:%Y-%m-%d %H:%M:%S}</td><td><b>{esc(_ACTIONS.get(e.action, e.action))}</b></td>"
             f"<td><code>{esc(e.release_id)}</code><br>{link}</td><td>{verdict}</td>"
             f"<td class='num'>{_number(_metric(e, task))}</td><td class='num'>{_number(_p99(e), '.3g')}</td>"
-            f"<td>{esc(model)}</td><td>{esc(e.who)}</td><td>{esc(e.dag_run or '-')}</td><td class='note'>{esc(note)}</td></tr>")
+            f"<td>{esc(model)}</td><td>{esc(e.who)}</td><td>{esc(e.dag_run or '-')}</td><td class='note' title='{esc(detail)}'>{esc(note)}</td></tr>")
     table = ("<div class='box'><table class='history'><tr><th>#</th><th>when (UTC)</th><th>event</th><th>release</th>"
              f"<th>canary</th><th>{esc(metric)}</th><th>p99 ms</th><th>model</th><th>who</th><th>DAG run</th><th>note</th></tr>"
              + "".join(rows) + "</table></div>") if rows else "<p class='muted'>No event yet.</p>"
