@@ -56,4 +56,19 @@ if [ "$(cat .venv-triton/.model-release-stamp 2>/dev/null)" != "$want" ]; then
 else
   say ".venv-triton is up to date"
 fi
+# --- headless Chromium for the page tests ---------------------------------------------------------
+# tests/e2e/test_report_pages.py (report.html and the channel page) and the README session test render
+# pages in Debian's chromium. Installed with apt-get when /usr/bin/chromium is missing and this runs as
+# root; elsewhere, say how (the tests install it themselves where they can, and skip with the reason
+# where they cannot). Skip with MODEL_RELEASE_NO_CHROMIUM=1.
+if [ "${MODEL_RELEASE_NO_CHROMIUM:-0}" != 1 ] && [ ! -x /usr/bin/chromium ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    say "installing chromium with apt-get (headless page tests)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -q chromium >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; } \
+      || say "chromium could not be installed: the page tests will try again, or skip"
+  else
+    say "chromium is missing: run 'sudo apt-get install -y chromium' for the page tests"
+  fi
+fi
 say "ready: .venv (pipeline) and .venv-triton (local Triton runtime)"

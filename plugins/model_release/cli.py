@@ -108,11 +108,18 @@ def _tracking_uri(flag: str | None) -> str:
 
 
 def _report(argv: list[str]) -> int:
-    parser = _Parser(prog="model-release report", description="Print a canary report's verdict and figures.")
+    parser = _Parser(prog="model-release report", description="Print a canary report's decision: the verdict "
+                     "and each gate as one line. Exit 0 when it passed, 3 when it was rejected.")
     parser.add_argument("report", help="report.json (from a workspace's canary/ or a store's reports/)")
+    parser.add_argument("--json", action="store_true", help="print the whole report.json instead")
     args = parser.parse_args(argv)
     data = read_report(args.report)
-    _print_json(data)
+    if args.json:
+        _print_json(data)
+    else:
+        from .canary.decision import terminal
+
+        print(terminal(data, colour=sys.stdout.isatty() and not os.environ.get("NO_COLOR")))
     return 0 if report_passed(data) else 3
 
 
@@ -185,9 +192,9 @@ def _json_depth(text: str) -> int:
 
 def report_passed(report: dict) -> bool:
     """Whether a canary report says the release passed: its ``passed`` flag, else its verdict."""
-    if isinstance(report.get("passed"), bool):
-        return report["passed"]
-    return report.get("verdict") == "passed"
+    from .canary.decision import passed_of
+
+    return passed_of(report)
 
 
 def _rollback(argv: list[str]) -> int:

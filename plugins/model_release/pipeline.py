@@ -177,10 +177,15 @@ def run_canary(
     intake: IntakeResult,
     export: ExportResult,
     assembled: AssembleResult,
+    *,
+    keep_rejected: bool = True,
 ) -> CanaryResult:
+    """The canary stage. A rejection's reports are kept in the store (``keep_rejected``, see
+    :func:`keep_rejected_reports`) before the rejection goes up."""
     from .canary import run_canary as canary
     from .canary.champion import find_champion
     from .canary.record import mlflow_recorder
+    from .errors import CanaryRejected
 
     def stage() -> CanaryResult:
         store = services.store(spec.promote.store)
@@ -191,7 +196,38 @@ def run_canary(
             record=mlflow_recorder(services.tracking_uri, intake, export) if services.tracking_uri else None,
         )
 
-    return run_stage(ws, "canary", stage)
+    try:
+        return run_stage(ws, "canary", stage)
+    except CanaryRejected as exc:
+        if keep_rejected and isinstance(exc.result, CanaryResult):
+            keep_rejected_reports(spec, ws, services, exc.result)
+        raise
+
+
+def keep_rejected_reports(spec: ReleaseSpec, ws: Workspace, services: Services, result: CanaryResult) -> str | None:
+    """Upload a rejected canary's reports to ``rejected/<release>/`` of the store and rewrite the channel's page.
+
+    Best effort: the rejection stands whatever happens here. A store that cannot be reached is
+    logged (where the reports stay instead) and None is returned; the promote task never runs
+    after a rejection, so this is the one place the audit trail learns of it.
+    """
+    from pathlib import Path
+
+    from .provenance import trigger
+    from .store import keep_rejection, refresh_channel_page
+
+    try:
+        store = services.store(spec.promote.store)
+        where = keep_rejection(store, ws.release_id, spec.promote.channel, Path(result.report_json),
+                               Path(result.report_html) if result.report_html else None, trigger=trigger())
+    except Exception as exc:  # noqa: BLE001 - the verdict stands; say why the audit trail lacks it
+        why = exc.message if isinstance(exc, ModelReleaseError) else type(exc).__name__
+        log.warning("canary: the rejected candidate's reports were not kept in the store %s (%s); they stay in the "
+                    "workspace at %s", spec.promote.store, why, result.report_json)
+        return None
+    refresh_channel_page(store, spec.promote.channel)
+    log.info("canary: the rejected candidate's reports are kept at %sreports/", where)
+    return where
 
 
 def run_promote(
@@ -202,6 +238,7 @@ def run_promote(
     assembled: AssembleResult,
     canary: CanaryResult,
 ) -> PromoteResult:
+    from .provenance import trigger
     from .store import UNSET, promote
     from .store.bundle import bundle_release
     from .store.registry import MlflowFollower
@@ -225,7 +262,9 @@ def run_promote(
                     "figures": canary.figures, "server": canary.server,
                     "champion": {"release_id": canary.champion_release, "kind": canary.champion_kind},
                     # an interface break against the champion goes through only when acknowledged: say so
-                    "breaking_change": spec.promote.breaking_change},
+                    "breaking_change": spec.promote.breaking_change,
+                    # who or what promoted it (the channel's history page shows the DAG run)
+                    "trigger": trigger()},
         )
         follower = None
         if spec.promote.mlflow_alias and services.tracking_uri:
@@ -300,7 +339,7 @@ def release(spec: ReleaseSpec, ws: Workspace, services: Services, *, promote: bo
         export = run_export(spec, ws, intake)
         tensorrt = run_tensorrt(spec, ws, export)
         assembled = run_assemble(spec, ws, intake, export, tensorrt)
-        outcome.canary = run_canary(spec, ws, services, intake, export, assembled)
+        outcome.canary = run_canary(spec, ws, services, intake, export, assembled, keep_rejected=promote)
         if promote:
             outcome.promoted = run_promote(spec, ws, services, export, assembled, outcome.canary)
     except ModelReleaseError as exc:

@@ -1,4 +1,5 @@
-"""The HTML report's first lines say what was released and, plainly, what served the canary."""
+"""The HTML report's first screen says what was released, plainly what served the canary, what it was
+judged against and the verdict with its gates; the plots and the details come after."""
 
 from __future__ import annotations
 
@@ -16,10 +17,11 @@ def test_header_names_the_model_and_the_shimmed_cpu_server() -> None:
         "shift": {"agreement": 0.75, "psi": 0.1},
         "parity": {},
     })
-    head = html[: html.index("<h2>")]
+    head = html[: html.index("</header>")]
     assert "iris-classifier version 2 (alias candidate, run_id abc)" in head
-    assert "Triton 2.51.0, local: CPU, python-backend onnxruntime shim" in head
-    assert "Judged against:</b> release iris-0 (iris-classifier v1) (served)" in head
-    # the gates and the comparison with the champion come before parity, timing and the server details
-    assert (html.index("<h2>Gates on the served model") < html.index("<h2>Against the champion")
-            < html.index("<h2>Parity") < html.index("<h2>Timing") < html.index("<h2>Server"))
+    assert "Triton 2.51.0 (local: CPU, python-backend onnxruntime shim)" in head
+    assert "judged against <b>release iris-0 (iris-classifier v1) (served)</b>" in head
+    assert "<b>champion.agreement</b>" in head and "75.00%" in head and "&gt;= 0.9" in head
+    # the decision, then the plots section by section, then the details (collapsed)
+    assert (html.index("</header>") < html.index("<h2>Quality on ground truth") < html.index("<h2>Against the production champion")
+            < html.index("<h2>Latency") < html.index("<h2>Parity") < html.index("<h2>Details") < html.index("<details>"))

@@ -47,6 +47,9 @@ def ensure_chromium() -> str:
 class Chromium:
     """One headless Chromium with one page; use as a context manager (the browser is stopped on exit)."""
 
+    #: flags added to the command line by subclasses
+    extra_flags: tuple[str, ...] = ()
+
     def __init__(self, *, width: int = 1400, height: int = 900) -> None:
         self.size = (width, height)
         self._dir = Path(tempfile.mkdtemp(prefix="chromium-"))
@@ -61,7 +64,7 @@ class Chromium:
         self._proc = subprocess.Popen(
             [ensure_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
              "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0", f"--user-data-dir={self._dir}",
-             f"--window-size={self.size[0]},{self.size[1]}", "about:blank"],
+             f"--window-size={self.size[0]},{self.size[1]}", *self.extra_flags, "about:blank"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         )
         port_file = self._dir / "DevToolsActivePort"

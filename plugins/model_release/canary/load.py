@@ -343,11 +343,16 @@ class Measurement:
         """The windows the figures come from: the last ``count`` (all of them when fewer)."""
         return self.windows[-count:]
 
+    def merged(self, count: int) -> Histogram:
+        """The latencies of the windows the figures come from, in one histogram."""
+        merged = Histogram()
+        for w in self.settled(count):
+            merged.merge(w.histogram)
+        return merged
+
     def figures(self, count: int) -> dict[str, Any]:
         chosen = self.settled(count)
-        merged = Histogram()
-        for w in chosen:
-            merged.merge(w.histogram)
+        merged = self.merged(count)
         seconds = sum(w.seconds for w in chosen)
         rows = sum(w.rows for w in chosen)
         return {

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -68,6 +69,39 @@ def target_indices(target: np.ndarray, index: Mapping[str, int], where: str) -> 
     return np.array([index.get(t, UNKNOWN_CLASS) for t in text], dtype=np.int64)
 
 
+@dataclass
+class Classified:
+    """A classifier's answers on the golden rows, read against the ground truth.
+
+    Attributes:
+        served: the text of each class as the model answers it, in class order.
+        truth: each row's true class index (:data:`UNKNOWN_CLASS` for a class the model lacks).
+        predicted: each row's answered class index (-2 for a label the model should not answer).
+        scores: the class scores ([N, classes]) or None.
+    """
+
+    served: list[str]
+    truth: np.ndarray
+    predicted: np.ndarray
+    scores: np.ndarray | None
+
+
+def classify(interface: Interface, outputs: Mapping[str, np.ndarray], target: np.ndarray, where: str,
+             *, target_names: list[str] | None = None) -> Classified:
+    """A classifier's answers and the ground truth as class indices of its own classes."""
+    served, index = class_vocabulary(interface, target_names)
+    truth = target_indices(target, index, where)
+    position = {text: i for i, text in enumerate(served)}
+    scores = outputs.get(interface.roles.get(PROBABILITIES, ""))
+    if LABEL in interface.roles:  # a label the model should not answer is a miss, never a match with an unknown class
+        predicted = np.array([position.get(t, -2) for t in top1(outputs[interface.roles[LABEL]])], dtype=np.int64)
+    else:  # class scores only: the label is the best score
+        predicted = np.asarray(scores).argmax(axis=1)
+    if scores is not None and np.asarray(scores).shape[1:] != (len(served),):
+        scores = None  # not one score per class: no log loss or AUC
+    return Classified(served, truth, predicted, None if scores is None else np.asarray(scores))
+
+
 def served_metrics(interface: Interface, outputs: Mapping[str, np.ndarray], target: np.ndarray, where: str,
                    *, target_names: list[str] | None = None) -> dict[str, float]:
     """The quality metrics of one served model on the golden set's ground truth."""
@@ -81,18 +115,9 @@ def served_metrics(interface: Interface, outputs: Mapping[str, np.ndarray], targ
                 f"{predicted.size // max(len(predicted), 1)}; golden.target must hold one value per predicted value"
             )
         return regression_metrics(t.reshape(predicted.shape), predicted)
-    served, index = class_vocabulary(interface, target_names)
-    truth = target_indices(target, index, where)
-    position = {text: i for i, text in enumerate(served)}
-    scores = outputs.get(interface.roles.get(PROBABILITIES, ""))
-    if LABEL in interface.roles:  # a label the model should not answer is a miss, never a match with an unknown class
-        predicted = np.array([position.get(t, -2) for t in top1(outputs[interface.roles[LABEL]])], dtype=np.int64)
-    else:  # class scores only: the label is the best score
-        predicted = np.asarray(scores).argmax(axis=1)
-    if scores is not None and np.asarray(scores).shape[1:] != (len(served),):
-        scores = None  # not one score per class: no log loss or AUC
-    figures = classification_metrics(truth, predicted, scores, len(served))
-    unknown = int((truth == UNKNOWN_CLASS).sum())
+    read = classify(interface, outputs, target, where, target_names=target_names)
+    figures = classification_metrics(read.truth, read.predicted, read.scores, len(read.served))
+    unknown = int((read.truth == UNKNOWN_CLASS).sum())
     if unknown:  # counted as misses above; the score-based metrics cover the known classes only
         figures["rows_of_classes_the_model_lacks"] = float(unknown)
     return figures

@@ -4,14 +4,16 @@ For every canary (passed or rejected) :func:`mlflow_recorder` logs one run, ``ca
 in the candidate's own experiment: the golden set as its evaluation dataset (inputs and ground
 truth, context ``canary``), the candidate's logged model as its input, and the served figures as
 metrics attached to that logged model and dataset (MLflow 3's model metrics), so the registry
-shows them on the model version. The version is tagged with the verdict and the run. A registry
-that cannot be reached does not change the verdict: the report records why nothing was logged.
+shows them on the model version. Once written, the report itself (``canary/report.html`` and
+``canary/report.json``) is attached to that run as artifacts (:meth:`MlflowRecorder.attach`). The version is tagged with the verdict and the run. A registry that
+cannot be reached does not change the verdict: the report records why nothing was logged.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -49,17 +51,44 @@ def served_figures(report: CanaryReport) -> dict[str, float]:
     return {k: float(v) for k, v in out.items() if np.isfinite(float(v))}
 
 
-def mlflow_recorder(tracking_uri: str, intake: IntakeResult, export: ExportResult) -> Any:
-    """A recorder (see :func:`~.stage.run_canary`) logging the verdict to MLflow at ``tracking_uri``."""
+class MlflowRecorder:
+    """A recorder (see :func:`~.stage.run_canary`) logging the verdict to MLflow, then attaching the written report."""
 
-    def record(report: CanaryReport) -> dict[str, Any]:
+    def __init__(self, tracking_uri: str, intake: IntakeResult, export: ExportResult) -> None:
+        self.tracking_uri, self.intake, self.export = tracking_uri, intake, export
+
+    def __call__(self, report: CanaryReport) -> dict[str, Any]:
         try:
-            return {"mlflow": _log(tracking_uri, intake, export, report)}
+            return {"mlflow": _log(self.tracking_uri, self.intake, self.export, report)}
         except Exception as exc:  # noqa: BLE001 - the verdict stands; say why nothing was logged
             log.warning("canary: the verdict was not logged to MLflow (%s)", type(exc).__name__)
             return {"mlflow": {"error": f"not logged to MLflow ({type(exc).__name__}); the verdict stands"}}
 
-    return record
+    def attach(self, report: CanaryReport, files: list[Path]) -> None:
+        """The written report (``report.html``, ``report.json``) as artifacts ``canary/...`` of the run logged above."""
+        run_id = ((report.recorded or {}).get("mlflow") or {}).get("run_id")
+        if not run_id:
+            return
+        try:
+            from mlflow import MlflowClient
+
+            client = MlflowClient(tracking_uri=self.tracking_uri, registry_uri=self.tracking_uri)
+            for path in files:
+                client.log_artifact(run_id, str(path), REPORT_ARTIFACTS)
+        except Exception as exc:  # noqa: BLE001 - the verdict stands; the report stays in the workspace
+            log.warning("canary: the report was not attached to MLflow run %s (%s); it is at %s", run_id,
+                        type(exc).__name__, files[0] if files else "?")
+            return
+        log.info("canary: the report is attached to MLflow run %s as %s/", run_id, REPORT_ARTIFACTS)
+
+
+#: where the report goes among the evaluation run's artifacts
+REPORT_ARTIFACTS = "canary"
+
+
+def mlflow_recorder(tracking_uri: str, intake: IntakeResult, export: ExportResult) -> MlflowRecorder:
+    """A recorder (see :func:`~.stage.run_canary`) logging the verdict to MLflow at ``tracking_uri``."""
+    return MlflowRecorder(tracking_uri, intake, export)
 
 
 def _log(tracking_uri: str, intake: IntakeResult, export: ExportResult, report: CanaryReport) -> dict[str, Any]:

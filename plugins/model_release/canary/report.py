@@ -1,14 +1,13 @@
 """The canary's verdict and its report: ``report.json`` (every figure) and a self-contained ``report.html``.
 
-The HTML has inline CSS and no scripts or remote assets, so it opens the same offline, from a
-workspace, an artifact store or an e-mail attachment.
+The HTML (:mod:`.page`) is rendered from the JSON alone: inline CSS, plots as inline SVG, no
+scripts or remote assets, so it opens the same offline, from a workspace, an artifact store or an
+e-mail attachment.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import html
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..parity import ParityReport
+from ..webpage import finite
 from ..workspace import atomic_write_bytes, atomic_write_json
 from .expect import failures as expectation_failures
 
@@ -59,6 +59,12 @@ class CanaryReport:
     load_phase: dict[str, Any] | None = None
     #: the serving-config search (canary.tune): trials, the chosen configuration, the confirmation
     tuning: dict[str, Any] | None = None
+    #: the bounded data the page's plots are drawn from (see canary.plotdata)
+    plots: dict[str, Any] = field(default_factory=dict)
+    #: what the spec acknowledged for this release (promote.breaking_change, a lowered golden.min_rows)
+    acknowledgements: list[dict[str, Any]] | None = None
+    #: who or what ran the canary: the actor, and the Airflow DAG run when there is one
+    trigger: dict[str, Any] | None = None
     #: where the verdict was recorded besides this report (the MLflow run), or why it was not
     recorded: dict[str, Any] | None = None
     passed: bool | None = None
@@ -144,134 +150,11 @@ def write_reports(folder: Path, report: CanaryReport | dict[str, Any]) -> tuple[
 
 def _finite(value: Any) -> Any:
     """JSON has no NaN/Inf: write them as strings so any JSON reader can open the report."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
-
-
-_CSS = """
-body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:70rem;color:#222;padding:0 1rem}
-h1{font-size:1.5rem;margin-bottom:.2rem} h2{font-size:1.1rem;margin-top:1.8rem;border-bottom:1px solid #ddd}
-.badge{display:inline-block;padding:.15rem .6rem;border-radius:.3rem;color:#fff;font-weight:600}
-.pass{background:#1a7f37}.fail{background:#cf222e}
-table{border-collapse:collapse;margin:.4rem 0;width:100%} td,th{border:1px solid #ddd;padding:.25rem .5rem;text-align:left;vertical-align:top}
-th{background:#f6f8fa} td.num{text-align:right;font-variant-numeric:tabular-nums} .bad{color:#cf222e;font-weight:600}
-pre{background:#f6f8fa;padding:.6rem;overflow:auto;font-size:12px} .muted{color:#666}
-"""
-
-
-def _e(value: Any) -> str:
-    return html.escape(str(value), quote=True)
-
-
-def _fmt(value: Any) -> str:
-    if isinstance(value, bool):
-        return "yes" if value else "<span class='bad'>no</span>"
-    if isinstance(value, float):
-        return _e(f"{value:.4g}")
-    if value is None:
-        return "<span class='muted'>-</span>"
-    return _e(value)
-
-
-def _table(rows: list[Mapping[str, Any]], columns: list[str]) -> str:
-    if not rows:
-        return "<p class='muted'>none</p>"
-    head = "".join(f"<th>{_e(c)}</th>" for c in columns)
-    body = "".join(
-        "<tr>" + "".join(
-            f"<td class='{'num' if isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool) else ''}'>{_fmt(r.get(c))}</td>"
-            for c in columns
-        ) + "</tr>"
-        for r in rows
-    )
-    return f"<table><tr>{head}</tr>{body}</table>"
-
-
-def _pairs(mapping: Mapping[str, Any]) -> str:
-    rows = "".join(
-        f"<tr><th>{_e(k)}</th><td>{_fmt(v) if not isinstance(v, (dict, list)) else _e(json.dumps(v, default=str))}</td></tr>"
-        for k, v in mapping.items()
-    )
-    return f"<table>{rows}</table>"
-
-
-def _model_line(model: dict) -> str:
-    """``iris-classifier version 2 (alias candidate, run c10b...)`` for the report's header."""
-    extras = [f"{k} {model[k]}" for k in ("alias", "run_id") if model.get(k)]
-    text = f"{model.get('name', '?')} version {model.get('version', '?')}"
-    return f"{text} ({', '.join(extras)})" if extras else text
+    return finite(value)
 
 
 def render_html(report: Mapping[str, Any]) -> str:
-    """The report as one HTML page with inline CSS and no external assets."""
-    passed = report.get("passed", False)
-    badge = f"<span class='badge {'pass' if passed else 'fail'}'>{'PASSED' if passed else 'REJECTED'}</span>"
-    parts = [
-        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
-        f"<title>canary {_e(report.get('release_id', ''))}: {'passed' if passed else 'rejected'}</title>",
-        f"<style>{_CSS}</style></head><body>",
-        f"<h1>Canary of {_e(report.get('release', ''))} {badge}</h1>",
-        f"<p class='muted'>release {_e(report.get('release_id', ''))} · model {_e(_model_line(report.get('model') or {}))} · "
-        f"{_e(report.get('started_at', ''))} · {_fmt(report.get('duration_s'))} s</p>",
-        f"<p><b>Served by:</b> Triton {_e((report.get('server') or {}).get('version', '?'))}, "
-        f"{_e((report.get('server') or {}).get('mode', '?'))}: {_e((report.get('server') or {}).get('description', ''))}</p>",
-    ]
-    reasons = report.get("reasons") or []
-    if reasons:
-        parts.append("<h2>Why it was rejected</h2><ul>" + "".join(f"<li>{_e(r)}</li>" for r in reasons) + "</ul>")
-    champion = report.get("champion") or {}
-    if champion:
-        parts.append(f"<p><b>Judged against:</b> {_e(champion.get('name') or 'no champion')} ({_e(champion.get('kind'))})"
-                     + (f" · {_e(champion['reason'])}" if champion.get("reason") else "") + "</p>")
-    gates = report.get("gates") or []
-    if gates:
-        rows = [{**g, "verdict": "skipped" if g.get("passed") is None else "passed" if g.get("passed") else "FAILED",
-                 "detail": g.get("skipped") or g.get("message")} for g in gates]
-        parts.append("<h2>Gates on the served model</h2>"
-                     + _table(rows, ["name", "verdict", "candidate", "champion", "limit", "setting", "detail"]))
-    quality = report.get("quality") or {}
-    if quality.get("candidate"):
-        theirs = quality.get("champion") or {}
-        rows = [{"metric": m, "candidate": v, "champion": theirs.get(m)} for m, v in quality["candidate"].items()]
-        parts.append(f"<h2>Quality on ground truth ({_e(quality.get('task'))}, target {_e(quality.get('target'))}, "
-                     f"{_fmt(quality.get('rows'))} rows)</h2>" + _table(rows, ["metric", "candidate", "champion"]))
-    elif quality.get("skipped"):
-        parts.append(f"<h2>Quality on ground truth</h2><p class='muted'>{_e(quality['skipped'])}</p>")
-    shift = report.get("shift") or {}
-    if shift:
-        parts.append("<h2>Against the champion</h2>" + _pairs(shift))
-    parity = report.get("parity") or {}
-    parity_rows = [{"output": name, **fig} for name, fig in parity.items()]
-    parts.append(
-        "<h2>Parity against the native model</h2>"
-        + _table(parity_rows, ["output", "kind", "passed", "total_rows", "failing_rows", "max_abs", "atol",
-                               "max_rel", "rtol", "mean_abs", "agreement", "min_agreement", "worst_rows", "shape_error"])
-    )
-    if report.get("not_compared"):
-        parts.append(f"<p class='muted'>not compared (present on one side only): {_e(report['not_compared'])}</p>")
-    timing = dict(report.get("timing") or {})
-    if report.get("slo"):
-        timing.update({f"slo_{k}": v for k, v in report["slo"].items()})
-    parts.append("<h2>Timing</h2>" + (_pairs(timing) if timing else "<p class='muted'>not measured</p>"))
-    exp = report.get("expectations") or {}
-    parts.append(
-        "<h2>Expectations</h2>"
-        + (f"<p class='muted'>{_e(exp.get('engine', ''))} · {_fmt(exp.get('seconds'))} s</p>" if exp.get("engine") else "")
-        + (_table(exp.get("results", []), ["expectation", "column", "kwargs", "success", "rows", "unexpected_count", "unexpected_examples"])
-           if exp.get("results") else f"<p class='muted'>{_e(exp.get('skipped', 'not run'))}</p>")
-    )
-    server = report.get("server") or {}
-    parts.append("<h2>Server</h2>" + _pairs(server))
-    parts.append("<h2>Golden set</h2>" + _pairs(report.get("golden") or {}))
-    parts.append("<h2>Models loaded</h2>" + _pairs(report.get("load") or {}))
-    parts.append(
-        "<details><summary>report.json</summary><pre>"
-        + _e(json.dumps(_finite(dict(report)), indent=2, sort_keys=True, default=str))
-        + "</pre></details></body></html>"
-    )
-    return "\n".join(parts)
+    """The report as one self-contained HTML page: the decision first, plots, details collapsed (see :mod:`.page`)."""
+    from .page import render_html as render
+
+    return render(report)

@@ -29,12 +29,14 @@ import numpy as np
 
 from ..errors import CanaryRejected, UserError
 from ..metrics import CLASSIFICATION, REGRESSION
+from ..provenance import trigger
 from ..roles import LABEL, VARIABLE
 from ..spec import DEFAULT_MIN_GOLDEN_ROWS, ReleaseSpec
 from ..types import AssembleResult, CanaryResult, ExportResult, IntakeResult
 from ..workspace import Workspace
 from . import compare as cmp
 from . import gates as gt
+from . import plotdata as pd
 from . import quality as q
 from .champion import NATIVE, NONE, SERVED, Champion
 from .client import ReplayResult, TritonHttpClient, replay
@@ -48,7 +50,8 @@ log = logging.getLogger(__name__)
 
 #: finds the champion, given a folder to fetch it into
 ChampionFinder = Callable[[Path], Champion]
-#: records the verdict elsewhere (MLflow); returns what to keep in the report
+#: records the verdict elsewhere (MLflow); returns what to keep in the report. One with an
+#: ``attach(report, [html, json])`` method is also given the written report files.
 Recorder = Callable[[CanaryReport], dict[str, Any]]
 
 
@@ -153,9 +156,10 @@ def run_canary(
         release_id=ws.release_id, release=spec.name,
         model={"name": intake.model_name, "version": intake.version, "alias": intake.alias, "run_id": intake.run_id},
         entry_model=assembled.entry_model, source_repository=assembled.repository_dir,
-        started_at=datetime.now(timezone.utc).isoformat(),
+        started_at=datetime.now(timezone.utc).isoformat(), trigger=trigger(),
     )
     golden = _golden(spec, export, report)
+    report.acknowledgements = _acknowledgements(spec)
     champion = find_champion(folder / "champion") if find_champion else Champion(
         NONE, spec.promote.channel, reason="the canary ran without a champion finder (no store or MLflow given)")
     report.champion = champion.describe()
@@ -193,6 +197,18 @@ def _golden(spec: ReleaseSpec, export: ExportResult, report: CanaryReport) -> _G
         report.golden["note"] = (f"golden.min_rows is {spec.golden.min_rows}, below the default {DEFAULT_MIN_GOLDEN_ROWS}: "
                                  "an explicit choice of the spec")
     return _Golden(inputs, reference, truth, rows)
+
+
+def _acknowledgements(spec: ReleaseSpec) -> list[dict[str, Any]]:
+    """What the spec says it accepts on purpose, for the top of the report."""
+    out = []
+    if spec.promote.breaking_change:
+        out.append({"setting": "promote.breaking_change", "text": spec.promote.breaking_change,
+                    "meaning": "an interface break against the champion is acknowledged (recorded in the manifest)"})
+    if spec.golden.min_rows < DEFAULT_MIN_GOLDEN_ROWS:
+        out.append({"setting": "golden.min_rows", "text": str(spec.golden.min_rows),
+                    "meaning": f"golden sets smaller than the default minimum of {DEFAULT_MIN_GOLDEN_ROWS} rows are accepted"})
+    return out
 
 
 def _serve_and_replay(
@@ -308,6 +324,7 @@ def _under_load(spec: ReleaseSpec, server: CanaryServer, url: str, assembled: As
                              f"judged. The server log is {report.server.get('log')}")
     used = spec.canary.load.stable_windows
     figures = {t: m.figures(used) for t, m in measured.items()}
+    report.plots["latency"] = {"source": "load phase", **{t: pd.latency_buckets(m.merged(used)) for t, m in measured.items()}}
     if latency.CHAMPION in measured:
         figures["paired"] = load_paired(measured[latency.CANDIDATE], measured[latency.CHAMPION])
     calls = {**assembled.calls, **(champion.calls if replays.champion is not None else {})}
@@ -344,12 +361,17 @@ def _judge(spec: ReleaseSpec, assembled: AssembleResult, golden: _Golden, replay
         interface, spec.canary.tolerances, spec.canary.min_label_agreement, golden.reference, served,
     )
     report.parity, report.not_compared = parity.to_dict(), unmatched
+    report.plots["parity_errors"] = _parity_errors(spec, interface, golden, served)
     timing = replays.candidate.timing()
     report.timing = timing
     expectations = _expectations(spec, interface, served, report)
     champion_outputs, why_not = _champion_outputs(champion, replays)
     if replays.champion is not None:
         report.champion_timing = replays.champion.timing()
+    if replays.load is None:  # no load phase: the latency plot shows the replay's requests
+        report.plots["latency"] = {"source": "replay", "candidate": pd.latency_buckets(pd.histogram_of(replays.candidate.latencies_ms)),
+                                   **({"champion": pd.latency_buckets(pd.histogram_of(replays.champion.latencies_ms))}
+                                      if replays.champion is not None else {})}
     gates = [
         _contract(spec, assembled, champion),
         gt.nonfinite_gate(q.nonfinite_rows(served), golden.rows),
@@ -414,12 +436,36 @@ def _quality(spec: ReleaseSpec, interface: cmp.Interface, served: dict[str, np.n
         return [gt.skipped("quality", "golden.target", why)]
     mine = q.served_metrics(interface, served, golden.truth, "the candidate")
     theirs = None
+    native_names = champion.kind == NATIVE and champion.interface.classes == interface.classes
     if champion_outputs is not None and q.task_of(champion.interface) == task:
-        names = interface.labels if champion.kind == NATIVE and champion.interface.classes == interface.classes else None
+        names = interface.labels if native_names else None
         theirs = q.served_metrics(champion.interface, champion_outputs, golden.truth, f"the champion {champion.name}", target_names=names)
+    _quality_plots(interface, served, golden, champion, champion_outputs if theirs is not None else None, native_names, report)
     report.quality = {"task": task, "target": spec.golden.target, "rows": golden.rows, "candidate": mine, "champion": theirs,
                       "champion_name": champion.name if theirs is not None else None}
     return gt.quality_gates(spec, task, mine, theirs, champion.name or "none")
+
+
+def _quality_plots(interface: cmp.Interface, served: dict[str, np.ndarray], golden: _Golden, champion: Champion,
+                   champion_outputs: dict[str, np.ndarray] | None, native_names: bool, report: CanaryReport) -> None:
+    """The plots' data on ground truth: confusion and per-class figures, or a regressor's residuals."""
+    if q.task_of(interface) == REGRESSION:
+        theirs = champion_outputs[champion.interface.roles[VARIABLE]] if champion_outputs is not None else None
+        report.plots["residuals"] = pd.residual_sample(golden.truth, served[interface.roles[VARIABLE]], theirs)
+        return
+    names = interface.class_names() if native_names and champion.kind == NATIVE else None
+    theirs = (q.classify(champion.interface, champion_outputs, golden.truth, "the champion", target_names=interface.labels if names else None)
+              if champion_outputs is not None else None)
+    report.plots["classes"] = pd.classes_section(q.classify(interface, served, golden.truth, "the candidate"), theirs,
+                                                 champion_names=names)
+
+
+def _parity_errors(spec: ReleaseSpec, interface: cmp.Interface, golden: _Golden, served: dict[str, np.ndarray]) -> dict[str, Any]:
+    """Per numeric output, the histogram of |served - native| (labels are compared by agreement: none)."""
+    expected, answered, labels, _ = cmp.comparable(interface, spec.canary.min_label_agreement, golden.reference, served)
+    return {name: pd.parity_errors(expected[name], answered[name], atol=spec.canary.tolerances.for_output(name).atol,
+                                   rtol=spec.canary.tolerances.for_output(name).rtol)
+            for name in expected if name not in labels}
 
 
 def _likeness(spec: ReleaseSpec, interface: cmp.Interface, served: dict[str, np.ndarray], champion: Champion,
@@ -433,15 +479,28 @@ def _likeness(spec: ReleaseSpec, interface: cmp.Interface, served: dict[str, np.
             if champion.kind == NATIVE:  # compare class values: a native champion has no label names
                 mine = q.class_values(interface, mine)
             shift = q.label_shift(mine, theirs)
+            report.plots.update(pd.agreement_section(mine, theirs, _class_order(interface, native=champion.kind == NATIVE)))
+        else:
+            report.plots.update(pd.agreement_section(served[interface.roles[LABEL]], None, _class_order(interface))
+                                if LABEL in interface.roles else {})
         report.shift = shift or {"skipped": why_not}
         return gt.agreement_gates(spec, shift, champion.name, why_not)
     if task == REGRESSION:
         if champion_outputs is not None and VARIABLE in champion.interface.roles:
             shift = q.numeric_shift(served[interface.roles[VARIABLE]], champion_outputs[champion.interface.roles[VARIABLE]])
+        report.plots["predicted"] = pd.numeric_histograms(
+            served[interface.roles[VARIABLE]], champion_outputs[champion.interface.roles[VARIABLE]] if shift else None)
         report.shift = shift or {"skipped": why_not}
         return [gt.ks_gate(spec, shift, champion.name, why_not)]
     report.shift = {"skipped": "no output plays the role of a label or a prediction"}
     return []
+
+
+def _class_order(interface: cmp.Interface, *, native: bool = False) -> list[str]:
+    """The candidate's classes as its label output answers them (class values when compared with a native champion)."""
+    if native or not interface.names_labels:
+        return [str(c) for c in interface.classes] if interface.classes is not None else []
+    return list(interface.labels or [])
 
 
 def _close(report: CanaryReport, folder: Path, passed: bool, reasons: list[str], t0: float, champion: Champion,
@@ -451,6 +510,9 @@ def _close(report: CanaryReport, folder: Path, passed: bool, reasons: list[str],
     if record is not None:
         report.recorded = record(report)
     json_path, html_path = write_reports(folder, report)
+    attach = getattr(record, "attach", None)  # a recorder that keeps artifacts (MLflow) gets the written report
+    if attach is not None:
+        attach(report, [html_path, json_path])
     return CanaryResult(passed=passed, report_json=str(json_path), report_html=str(html_path), summary=report.summary(),
                         figures=report.figures(), server=report.server, champion_release=champion.release_id,
                         champion_kind=champion.kind, champion_pinned=champion.pinned,

@@ -9,6 +9,10 @@ the same layout and the same guarantees::
     releases/<release_id>/_COMPLETE           written last, after every object verified: the
                                               release exists only once this record does
     channels/<channel>.json                   {release_id, previous_release, seq, action, updated_at, updated_by}
+    channels/<channel>.html                   the channel's history page: every move and rejection, with
+                                              links to each report (rewritten after each; a view only)
+    rejected/<release_id>/reports/...         a rejected candidate's canary reports (no models)
+    rejected/<release_id>/rejected.json       its record: channel, when, who, reasons, key figures
     history/<channel>/<seq:010d>.json         one entry per pointer move, written create-only
                                               (action promote, rollback or repair)
     .locks/                                   (local-folder store only) flock files for conditional writes
@@ -77,6 +81,8 @@ Public API::
     list_releases(store) -> list[ReleaseInfo]
     pointer_problems(store) -> dict[channel, str]                      (damaged or dangling pointers)
     history(store, channel) -> list[ChannelPointer]
+    keep_rejection(store, release_id, channel, report_json, report_html, *, trigger) -> str   (rejected/<id>/)
+    write_channel_page(store, channel) -> str / refresh_channel_page(store, channel)       (channels/<channel>.html)
     verify_release(store, release_id, *, deep=False) -> VerifyReport
     registry.MlflowFollower(tracking_uri, alias="production")
 """
@@ -85,9 +91,11 @@ from __future__ import annotations
 
 from .backend import ObjectInfo, PendingUpload, StoreBackend
 from .channels import UNSET, RepairResult, RollbackResult, history, move_channel, read_channel, repair_pointer, rollback
+from .history_page import refresh_channel_page, write_channel_page
 from .layout import ChannelPointer, ModelStore, open_store
 from .promote import Progress, StageResult, promote, stage_release
 from .registry import MlflowFollower, RegistryFollower
+from .rejected import keep_rejection, rejections
 from .retention import ReleaseInfo, list_releases, pointer_problems, retention
 from .uploads import abort_stale_uploads
 from .verify import VerifyReport, verify_release
@@ -109,15 +117,19 @@ __all__ = [
     "StoreBackend",
     "VerifyReport",
     "history",
+    "keep_rejection",
     "list_releases",
     "move_channel",
     "open_store",
     "pointer_problems",
     "promote",
     "read_channel",
+    "refresh_channel_page",
+    "rejections",
     "repair_pointer",
     "retention",
     "rollback",
     "stage_release",
     "verify_release",
+    "write_channel_page",
 ]

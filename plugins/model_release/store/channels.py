@@ -129,6 +129,13 @@ def history(store: ModelStore, channel: str) -> list[ChannelPointer]:
     return entries
 
 
+def _refresh_page(store: ModelStore, channel: str) -> None:
+    """Rewrite the channel's history page (``channels/<channel>.html``); best effort, never raises."""
+    from .history_page import refresh_channel_page
+
+    refresh_channel_page(store, channel)
+
+
 @dataclass
 class RollbackResult:
     channel: str
@@ -201,6 +208,7 @@ def rollback(
     else:
         expected = current.release_id if expected_current is UNSET else expected_current
         pointer, previous, _ = move_channel(store, channel, target, expected_current=expected, action="rollback")
+    _refresh_page(store, channel)
     result = RollbackResult(channel=channel, from_release=previous, to_release=target, seq=pointer.seq)
     if follower is not None:
         try:
@@ -300,6 +308,7 @@ def repair_pointer(store: ModelStore, channel: str, release_id: str) -> RepairRe
             winner=winner,
         ) from None
     store.append_history(new)
+    _refresh_page(store, channel)
     log.warning("repair-pointer: channel %s of %s now points at %s (was %s)", channel, store.uri, release_id,
                 f"damaged: {damage}" if damage else repr(previous))
     return RepairResult(channel, release_id, current.release_id if current else None, seq, damage, True)

@@ -8,12 +8,13 @@ Commands (each takes ``--store URI``, default ``$MODEL_RELEASE_STORE``)::
     rollback  --channel C [--to ID] [--mlflow-tracking-uri URI] [--alias production]
     retention --keep N [--protect-days D] [--dry-run]
     repair-pointer --channel C --to ID point a damaged (or dangling) channel at a verified release
+    page      --channel C              rewrite the channel's history page (channels/<C>.html)
 
 Output is JSON on stdout; an error is one line on stderr and a non-zero exit code: 2 bad input,
 4 the store failed, 5 the store holds something wrong (a release that does not verify; for
 ``history`` and ``releases``, a damaged pointer or one naming a missing release: the JSON is still
-printed and the line on stderr says how to repair it). Nothing but ``rollback``, ``retention``
-and ``repair-pointer`` writes, and no command creates a store that is not there.
+printed and the line on stderr says how to repair it). Nothing but ``rollback``, ``retention``,
+``repair-pointer`` and ``page`` writes, and no command creates a store that is not there.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 from ..errors import ModelReleaseError
 from ..safe_text import one_line
 from .channels import history, repair_pointer, rollback
+from .history_page import write_channel_page
 from .layout import open_store
 from .registry import MlflowFollower
 from .retention import PROTECT_DAYS_RANGE, list_releases, pointer_problems, retention, valid_protect_days
@@ -81,6 +83,8 @@ def _parser() -> argparse.ArgumentParser:
     s = add("repair-pointer", "point a damaged or dangling channel pointer at a verified release")
     s.add_argument("--channel", required=True)
     s.add_argument("--to", dest="to_release", required=True, help="a complete release (see `store releases`)")
+    s = add("page", "rewrite a channel's history page (channels/<channel>.html)")
+    s.add_argument("--channel", default="production")
     return p
 
 
@@ -130,6 +134,8 @@ def _run(args: argparse.Namespace) -> tuple[Any, int]:
         return {"deleted": deleted, "dry_run": args.dry_run}, 0
     if args.command == "repair-pointer":
         return repair_pointer(store, args.channel, args.to_release).to_dict(), 0
+    if args.command == "page":
+        return {"page": write_channel_page(store, args.channel)}, 0
     raise _Usage(f"unknown command {args.command!r}")  # pragma: no cover - argparse refuses first
 
 

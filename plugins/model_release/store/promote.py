@@ -15,7 +15,8 @@ Order of writes, so that a failure at any point leaves nothing that looks comple
    objects without such a receipt, multipart ones and local files, are read back by a HEAD),
    then one listing shows each object is still the one written (size and ETag);
 5. ``release.json`` is written, then the ``_COMPLETE`` record (the release now exists);
-6. the channel pointer is moved by a conditional write, history appended;
+6. the channel pointer is moved by a conditional write, history appended, and the channel's
+   history page (``channels/<channel>.html``, a view of the store) rewritten;
 7. the registry follower (MLflow alias and tags) is called.
 """
 
@@ -36,6 +37,7 @@ from ..types import PromoteResult
 from ..names import check_release_id
 from .backend import ObjectInfo, PreconditionFailed, composite_b64, hash_file, object_problem
 from .channels import UNSET, move_channel
+from .history_page import refresh_channel_page
 from .layout import FORMAT, MANIFEST, MARKER, ModelStore, check_channel, dumps, utcnow
 from .registry import RegistryFollower, model_ref, report_uri
 from .uploads import abort_stale_uploads
@@ -405,6 +407,7 @@ def promote(
     store.read_pointer(channel)  # a damaged pointer is refused before anything is uploaded
     staged = _stage(local, release_id, store, workers=workers, progress=progress)
     pointer, previous, moved = move_channel(store, channel, release_id, expected_current=expected_current)
+    refresh_channel_page(store, channel)  # the channel's history page (a view; never fails the promotion)
     result = PromoteResult(
         release_id=release_id,
         store_uri=store.uri,

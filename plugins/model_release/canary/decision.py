@@ -1,0 +1,305 @@
+"""The decision a canary report carries, as the lines a reader sees first (HTML page and terminal alike).
+
+:func:`decision` reads a ``report.json`` (as a dict) and returns the verdict, one :class:`Line`
+per gate (its figure, its limit and the champion's figure), the acknowledgements the spec made,
+and the headline changes against the production champion. Besides the gates of
+``report["gates"]`` it lists the gates judged outside them: parity per output against the native
+model, the expectation suite, and the p99 SLO when it was judged on the replay.
+
+A report is read as found (``model-release report`` reads any file): a section of the wrong type
+counts as absent, so a hand-edited or foreign report prints what it holds instead of failing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..metrics import METRICS
+from ..safe_text import escape_controls, redact
+
+FAILED, PASSED, SKIPPED = "failed", "passed", "skipped"
+
+
+@dataclass
+class Line:
+    """One gate, as one line."""
+
+    name: str
+    status: str
+    candidate: str = ""
+    limit: str = ""
+    champion: str = ""
+    setting: str = ""
+    detail: str = ""
+
+
+@dataclass
+class Change:
+    """One headline figure, candidate beside champion (``better`` None: no direction, or no champion)."""
+
+    title: str
+    candidate: str
+    champion: str
+    delta: str = ""
+    better: bool | None = None
+
+
+@dataclass
+class Decision:
+    passed: bool
+    verdict: str
+    lines: list[Line] = field(default_factory=list)
+    acknowledgements: list[dict[str, Any]] = field(default_factory=list)
+    changes: list[Change] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+    champion: str = ""
+    model: str = ""
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {s: sum(1 for line in self.lines if line.status == s) for s in (FAILED, PASSED, SKIPPED)}
+
+
+def _map(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one (a section of the wrong type is absent)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _maps(value: Any) -> list[dict[str, Any]]:
+    """The JSON objects of ``value`` when it is a list (anything else in it is skipped)."""
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def passed_of(report: dict[str, Any]) -> bool:
+    """Whether a canary report says the release passed: its ``passed`` flag, else its verdict."""
+    if isinstance(report.get("passed"), bool):
+        return report["passed"]
+    return report.get("verdict") == "passed"
+
+
+def number(value: Any, unit: str = "", *, percent: bool = False) -> str:
+    """A figure for a reader: 4 significant digits (whole numbers with separators from 10,000), a unit, ``-`` when absent."""
+    if value is None or value == "":
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, str):
+        try:
+            value = float(value)  # "nan"/"inf" as report.json writes them
+        except ValueError:
+            return value
+    if isinstance(value, int | float):
+        if not math.isfinite(value):
+            return str(value)
+        if percent:
+            return f"{value:.2%}"
+        if isinstance(value, float) and 1e4 <= abs(value) < 1e15:
+            text = f"{value:,.0f}"  # 13,997 rows/s, not 1.4e+04
+        else:
+            text = f"{value:.4g}" if isinstance(value, float) else str(value)
+        return f"{text} {unit}".strip()
+    return str(value)
+
+
+_UNITS = {"load.slo_p99": "ms", "load.p99_ratio": "ms", "load.throughput_ratio": "rows/s", "load.errors": "errors",
+          "nonfinite": "rows"}
+
+
+_AGAINST_CHAMPION = {"contract": "its interface", "champion.agreement": "its labels", "champion.psi": "its class mix",
+                     "champion.ks": "its predictions"}
+
+
+def _gate_line(gate: dict[str, Any]) -> Line:
+    name = str(gate.get("name", "?"))
+    status = SKIPPED if gate.get("passed") is None else PASSED if gate.get("passed") else FAILED
+    unit = _UNITS.get(name, "")
+    percent = name == "champion.agreement"
+    champion = gate.get("champion")
+    if name in _AGAINST_CHAMPION and champion is not None:
+        # the gate compares the candidate with the champion, whose own figure (its interface, 100% agreement
+        # with itself, no shift from itself) says nothing: name what it is compared with instead
+        champion = _AGAINST_CHAMPION[name]
+    return Line(
+        name=name, status=status,
+        candidate="" if status == SKIPPED else number(gate.get("candidate"), unit, percent=percent),
+        limit=str(gate.get("limit") or ""),
+        champion="" if status == SKIPPED else (number(champion, unit, percent=percent) if champion is not None else "-"),
+        setting=str(gate.get("setting") or ""),
+        detail=str(gate.get("skipped") or gate.get("message") or ""),
+    )
+
+
+def _parity_lines(report: dict[str, Any]) -> list[Line]:
+    lines = []
+    for name, fig in _map(report.get("parity")).items():
+        if not isinstance(fig, dict):
+            continue
+        status = PASSED if fig.get("passed") else FAILED
+        if fig.get("kind") == "label":
+            lines.append(Line(f"parity.{name}", status, number(fig.get("agreement"), percent=True),
+                              f">= {number(fig.get('min_agreement'), percent=True)} agree with the native model", "-",
+                              "canary.min_label_agreement", fig.get("shape_error") or
+                              f"{fig.get('failing_rows', 0)} of {fig.get('total_rows', 0)} rows differ from the native model"))
+        else:
+            lines.append(Line(f"parity.{name}", status, f"max abs {number(fig.get('max_abs'))}",
+                              f"atol {number(fig.get('atol'))} or rtol {number(fig.get('rtol'))}", "-",
+                              f"canary.tolerances.{name}", fig.get("shape_error") or
+                              f"{fig.get('failing_elements', 0)} of {fig.get('total_elements', 0)} elements outside both tolerances"))
+    return lines
+
+
+def _expectation_line(report: dict[str, Any]) -> list[Line]:
+    exp = _map(report.get("expectations"))
+    if not exp:
+        return []
+    if exp.get("skipped") or "results" not in exp:
+        return [Line("expectations", SKIPPED, setting="canary.expectations", detail=str(exp.get("skipped", "not run")))]
+    results = _maps(exp.get("results"))
+    met = sum(1 for r in results if r.get("success"))
+    status = PASSED if met == len(results) else FAILED
+    failing = [f"{r.get('expectation')} on {r.get('column')}" for r in results if not r.get("success")]
+    return [Line("expectations", status, f"{met} of {len(results)} met", "all met", "-", "canary.expectations",
+                 "; ".join(failing) or "every expectation on the served outputs is met")]
+
+
+def _replay_slo_line(report: dict[str, Any]) -> list[Line]:
+    slo = _map(report.get("slo"))
+    if slo.get("measured_by") != "replay" or slo.get("p99_ms_limit") is None:
+        return []
+    return [Line("replay.slo_p99", PASSED if slo.get("passed") else FAILED, number(slo.get("p99_ms"), "ms"),
+                 f"<= {number(slo.get('p99_ms_limit'))} ms", "-", "canary.p99_ms", "p99 of the correctness replay (no load phase)")]
+
+
+_ORDER = {FAILED: 0, PASSED: 1, SKIPPED: 2}
+
+
+def _delta(title: str, mine: Any, theirs: Any, *, greater_is_better: bool | None, unit: str = "",
+           percent: bool = False, ratio: bool = False) -> Change:
+    if not isinstance(mine, int | float) or not isinstance(theirs, int | float) or not all(map(math.isfinite, (mine, theirs))):
+        return Change(title, number(mine, unit, percent=percent), number(theirs, unit, percent=percent))
+    diff = mine - theirs
+    if ratio and theirs:
+        delta = f"{mine / theirs:.2f} x"
+    elif percent:
+        delta = f"{diff * 100:+.2f} pts"
+    else:
+        delta = f"{diff:+.4g}{(' ' + unit) if unit else ''}"
+    better = None if greater_is_better is None or diff == 0 else (diff > 0) == greater_is_better
+    return Change(title, number(mine, unit, percent=percent), number(theirs, unit, percent=percent), delta, better)
+
+
+def _changes(report: dict[str, Any]) -> list[Change]:
+    """The figures that say what changed against production, candidate beside champion."""
+    quality = _map(report.get("quality"))
+    mine, theirs = _map(quality.get("candidate")), _map(quality.get("champion"))
+    out = []
+    primary = ["accuracy", "f1_macro"] if quality.get("task") == "classification" else ["rmse", "r2"]
+    for metric in primary:
+        if metric in mine and metric in METRICS:
+            out.append(_delta(metric, mine[metric], theirs.get(metric), greater_is_better=METRICS[metric].greater_is_better))
+    shift = _map(report.get("shift"))
+    if "agreement" in shift:
+        out.append(Change("agreement with the champion", number(shift["agreement"], percent=True), "-"))
+    elif "ks" in shift:
+        out.append(Change("prediction shift (KS)", number(shift["ks"]), "-"))
+    load = _map(report.get("load_phase"))
+    cand, champ = _map(load.get("candidate")), _map(load.get("champion"))
+    if cand:
+        out.append(_delta("p99 under load", cand.get("p99_ms"), champ.get("p99_ms"), greater_is_better=False, unit="ms", ratio=True))
+        out.append(_delta("throughput", cand.get("throughput_rows_per_s"), champ.get("throughput_rows_per_s"),
+                          greater_is_better=True, unit="rows/s", ratio=True))
+    return out
+
+
+def _model_line(model: dict[str, Any]) -> str:
+    extras = [f"{k} {model[k]}" for k in ("alias", "run_id") if model.get(k)]
+    text = f"{model.get('name', '?')} version {model.get('version', '?')}"
+    return f"{text} ({', '.join(extras)})" if extras else text
+
+
+def decision(report: dict[str, Any]) -> Decision:
+    """The decision block of ``report`` (a ``report.json`` as a dict)."""
+    passed = passed_of(report)
+    lines = [_gate_line(g) for g in _maps(report.get("gates"))]
+    champion = _map(report.get("champion"))
+    if champion.get("kind") in (None, "none") and champion.get("reason"):
+        for line in lines:  # every change gate skips for the same reason: say it once, in the header
+            if line.status == SKIPPED and line.detail == champion["reason"]:
+                line.detail = "no champion: the channel's first release"
+    lines += _parity_lines(report) + _expectation_line(report) + _replay_slo_line(report)
+    lines.sort(key=lambda line: _ORDER[line.status])
+    if champion.get("kind") in (None, "none"):
+        judged = "no champion" + (f" ({champion['reason']})" if champion.get("reason") else "")
+    else:
+        judged = f"{champion.get('name') or champion.get('release_id')} ({champion.get('kind')})"
+    return Decision(
+        passed=passed, verdict="passed" if passed else "rejected", lines=lines,
+        acknowledgements=_maps(report.get("acknowledgements")), changes=_changes(report),
+        reasons=[str(r) for r in report.get("reasons") or []] if isinstance(report.get("reasons"), list) else [],
+        champion=judged, model=_model_line(_map(report.get("model"))),
+    )
+
+
+# --- the terminal -------------------------------------------------------------------------------------
+
+_ANSI = {FAILED: "\033[31m", PASSED: "\033[32m", SKIPPED: "\033[90m", "bold": "\033[1m", "reset": "\033[0m"}
+_SYMBOL = {FAILED: "✗", PASSED: "✓", SKIPPED: "-"}
+_WIDTHS = {"name": 24, "candidate": 18, "limit": 44, "champion": 16}
+
+
+def _fit(text: str, width: int) -> str:
+    text = " ".join(str(text).split())
+    return (text if len(text) <= width else text[: width - 1] + "…").ljust(width)
+
+
+def _printable(data: Any) -> Any:
+    """``data`` with every string redacted and its control characters escaped (a report is any file)."""
+    if isinstance(data, str):
+        return escape_controls(redact(data))
+    if isinstance(data, dict):
+        return {_printable(k) if isinstance(k, str) else k: _printable(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_printable(v) for v in data]
+    return data
+
+
+def terminal(report: dict[str, Any], *, colour: bool = False, width: int = 120) -> str:
+    """The decision block as a compact table for a terminal (ANSI colour only when ``colour``, and
+    never from the report: its strings are printed redacted, control characters escaped)."""
+    import textwrap
+
+    report = _printable(report)
+    d = decision(report)
+
+    def paint(text: str, key: str) -> str:
+        return f"{_ANSI[key]}{text}{_ANSI['reset']}" if colour else text
+
+    counts = d.counts
+    verdict = paint("PASSED", PASSED) if d.passed else paint("REJECTED", FAILED)
+    summary = (f"may ship: every gate passed ({counts[PASSED]} passed, {counts[SKIPPED]} skipped)" if d.passed
+               else f"blocked: {counts[FAILED]} gate(s) failed" if counts[FAILED] else "blocked: the canary stopped early")
+    out = [f"{paint(verdict, 'bold')}  {report.get('release', '')} ({report.get('release_id', '')}): {summary}",
+           f"model {d.model} · judged against {d.champion}", ""]
+    head = "  " + "".join(_fit(h, _WIDTHS[k]) + " " for k, h in
+                          (("name", "gate"), ("candidate", "candidate"), ("limit", "limit"), ("champion", "champion")))
+    out.append(paint(head.rstrip(), "bold"))
+    rest = sum(_WIDTHS.values()) + 3 - _WIDTHS["name"]
+    for line in d.lines:
+        mark = paint(_SYMBOL[line.status], line.status)
+        if line.status == SKIPPED:
+            row = _fit(line.name, _WIDTHS["name"]) + " " + paint(_fit(f"skipped: {line.detail}", rest).rstrip(), SKIPPED)
+        else:
+            row = " ".join(_fit(getattr(line, k), w) for k, w in _WIDTHS.items())
+        out.append(f"{mark} {row.rstrip()}")
+    if d.changes:
+        out += ["", "against the champion: " + " · ".join(
+            f"{c.title} {c.candidate} (champion {c.champion}{', ' + c.delta if c.delta else ''})" for c in d.changes)]
+    for ack in d.acknowledgements:
+        out.append(f"acknowledged: {ack.get('setting')}: {ack.get('text')!r}")
+    if d.reasons and not d.passed:
+        out += ["", paint("why it was rejected:", "bold")]
+        for reason in d.reasons:
+            out += textwrap.wrap(reason, width=width, initial_indent="  - ", subsequent_indent="    ")
+    return "\n".join(out)

@@ -1,0 +1,220 @@
+"""The report's plots, drawn from ``report.json`` alone (its ``plots`` and ``tuning`` sections).
+
+Each function returns one ``<figure class="plot">`` (inline SVG and a caption), or, where the
+plot cannot be drawn (no ground truth, no champion, no load phase), a placeholder of the same
+kind saying why, so a plot never silently vanishes. See :mod:`.plotdata` for what each plot's
+data is and how it stays bounded.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..webpage import (
+    CANDIDATE_COLOUR, CHAMPION_COLOUR, FAILED_COLOUR, esc, legend_above, log_axis, new_figure, placeholder_html, plot_html,
+    style_axes,
+)
+
+
+def _short(label: str, width: int = 18) -> str:
+    return label if len(label) <= width else label[: width - 1] + "…"
+
+
+def confusion(cm: dict[str, Any] | None, label: str, title: str, caption: str, *, missing: str) -> str:
+    """A confusion matrix: counts in each cell, shaded by the share of its row."""
+    if not cm:
+        return placeholder_html(label, missing, caption)
+    labels = [_short(str(c)) for c in cm["labels"]]
+    m = np.asarray(cm["matrix"], dtype=np.float64)
+    n = len(labels)
+    side = min(max(3.0, 0.42 * n + 1.7), 7.0)
+    fig = new_figure(side + 0.7, side)
+    ax = fig.add_subplot()
+    rows = m.sum(axis=1, keepdims=True)
+    share = np.divide(m, rows, out=np.zeros_like(m), where=rows > 0)
+    ax.pcolormesh(share, cmap="Blues", vmin=0, vmax=1, edgecolors="#ffffff", linewidth=0.5)
+    ax.set_xlim(0, n)
+    ax.set_ylim(n, 0)
+    if n <= 14:
+        for i in range(n):
+            for j in range(n):
+                if m[i, j]:
+                    ax.text(j + 0.5, i + 0.5, f"{int(m[i, j])}", ha="center", va="center", fontsize=8,
+                            color="#ffffff" if share[i, j] > 0.6 else "#1f2328")
+    ticks = np.arange(n) + 0.5
+    ax.set_xticks(ticks, labels, rotation=45 if n > 3 else 0, ha="right" if n > 3 else "center")
+    ax.set_yticks(ticks, labels)
+    ax.set_xlabel(f"{cm['columns_are']} answered")
+    ax.set_ylabel(cm["rows_are"])
+    ax.set_title(title)
+    if cm.get("classes_summed"):
+        caption += f" {cm['classes_summed']} less frequent classes are summed into (other)."
+    return plot_html(fig, label, caption)
+
+
+def per_class(data: dict[str, Any] | None, label: str, caption: str, *, missing: str) -> str:
+    """Precision, recall and F1 per class: candidate and champion side by side."""
+    if not data or not data.get("candidate"):
+        return placeholder_html(label, missing, caption)
+    mine, theirs = data["candidate"], data.get("champion")
+    classes = list(mine["classes"])
+    n = len(classes)
+    fig = new_figure(7.6, max(1.9, 0.34 * n * (2 if theirs else 1) + 1.0))
+    axes = fig.subplots(1, 3, sharey=True)
+    y = np.arange(n)
+    height = 0.38 if theirs else 0.6
+    for ax, metric in zip(axes, ("precision", "recall", "f1")):
+        style_axes(ax)
+        ax.barh(y - (height / 2 if theirs else 0), mine[metric], height=height, color=CANDIDATE_COLOUR, label="candidate")
+        if theirs:
+            theirs_by = dict(zip(theirs["classes"], theirs[metric]))
+            values = [theirs_by.get(c, np.nan) for c in classes]
+            ax.barh(y + height / 2, values, height=height, color=CHAMPION_COLOUR, label="champion")
+        ax.set_xlim(0, 1.0)
+        ax.set_title(metric)
+    axes[0].set_yticks(y, [_short(str(c)) for c in classes])
+    axes[0].invert_yaxis()
+    if theirs:  # one legend for the three panels, above their titles (over the first panel it hid "precision")
+        handles, labels = axes[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside upper center", ncol=2, fontsize=8, frameon=False)
+    else:
+        caption += " No champion figures: only the candidate is shown."
+    return plot_html(fig, label, caption)
+
+
+def latency_cdf(latency: dict[str, Any] | None, label: str, caption: str, *, missing: str, champion_missing: str) -> str:
+    """The share of requests answered within each latency, candidate and champion (log scale)."""
+    if not latency or not latency.get("candidate"):
+        return placeholder_html(label, missing, caption)
+    fig = new_figure(5.6, 3.2)
+    ax = fig.add_subplot()
+    style_axes(ax)
+    for target, colour in (("candidate", CANDIDATE_COLOUR), ("champion", CHAMPION_COLOUR)):
+        data = latency.get(target)
+        if not data or not data.get("counts"):
+            continue
+        upper = np.asarray(data["upper_ms"], dtype=np.float64)
+        cdf = np.cumsum(data["counts"]) / max(sum(data["counts"]), 1)
+        ax.step(np.concatenate([[upper[0] * 0.98], upper]), np.concatenate([[0.0], cdf]), where="post", color=colour,
+                linewidth=1.6, label=f"{target}: p50 {data.get('p50_ms') or math.nan:.3g} ms, p99 {data.get('p99_ms') or math.nan:.3g} ms")
+    for q in (0.5, 0.99):
+        ax.axhline(q, color="#8c959f", linewidth=0.7, linestyle=":")
+    ax.set_xscale("log")
+    log_axis(ax.xaxis)
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("latency per request (ms, log scale)")
+    ax.set_ylabel("share of requests")
+    legend_above(ax)
+    if not latency.get("champion"):
+        caption += f" {esc(champion_missing)}"
+    return plot_html(fig, label, caption)
+
+
+def tuning(tuning_: dict[str, Any] | None, label: str, caption: str, *, missing: str) -> str:
+    """Each tuning trial's throughput against its p99; the configuration kept is circled."""
+    trials = (tuning_ or {}).get("trials") or []
+    if not trials:
+        why = (tuning_ or {}).get("skipped") or missing
+        return placeholder_html(label, why, caption)
+    fig = new_figure(5.6, 3.2)
+    ax = fig.add_subplot()
+    style_axes(ax)
+    chosen = tuning_.get("chosen")
+    for i, t in enumerate(trials, 1):
+        bad = bool(t.get("errors"))
+        ax.scatter(t.get("p99_ms"), t.get("throughput_rows_per_s"), s=36, color=FAILED_COLOUR if bad else CANDIDATE_COLOUR,
+                   marker="x" if bad else "o", zorder=3)
+        ax.annotate(f"#{i}", (t.get("p99_ms"), t.get("throughput_rows_per_s")), textcoords="offset points", xytext=(5, 4), fontsize=8)
+        if chosen is not None and t.get("setting") == chosen:
+            ax.scatter(t.get("p99_ms"), t.get("throughput_rows_per_s"), s=190, facecolors="none", edgecolors="#1a7f37",
+                       linewidths=1.6, zorder=4, label="kept")
+    if tuning_.get("p99_limit_ms"):
+        ax.axvline(tuning_["p99_limit_ms"], color=FAILED_COLOUR, linestyle="--", linewidth=0.9, label="p99 limit")
+    ax.set_xlabel("p99 latency (ms)")
+    ax.set_ylabel("throughput (rows/s)")
+    legend_above(ax)
+    return plot_html(fig, label, caption)
+
+
+def predicted(data: dict[str, Any] | None, label: str, caption: str, *, missing: str, champion_missing: str) -> str:
+    """The predicted distribution of both models: class shares, or histograms of a numeric prediction."""
+    if not data or data.get("candidate") is None:
+        return placeholder_html(label, missing, caption)
+    theirs = data.get("champion")
+    if data.get("kind") == "classes":
+        classes = [_short(str(c)) for c in data["classes"]]
+        n = len(classes)
+        fig = new_figure(max(4.2, min(0.5 * n + 2.5, 9.0)), 3.0)
+        ax = fig.add_subplot()
+        style_axes(ax)
+        x = np.arange(n)
+        width = 0.4 if theirs else 0.6
+        ax.bar(x - (width / 2 if theirs else 0), data["candidate"], width=width, color=CANDIDATE_COLOUR, label="candidate")
+        if theirs:
+            ax.bar(x + width / 2, theirs, width=width, color=CHAMPION_COLOUR, label="champion")
+        ax.set_xticks(x, classes, rotation=45 if n > 4 else 0, ha="right" if n > 4 else "center")
+        ax.set_ylabel("share of golden rows")
+    else:
+        edges = np.asarray(data["edges"], dtype=np.float64)
+        fig = new_figure(5.6, 3.0)
+        ax = fig.add_subplot()
+        style_axes(ax)
+        ax.stairs(data["candidate"], edges, color=CANDIDATE_COLOUR, linewidth=1.6, label="candidate")
+        if theirs:
+            ax.stairs(theirs, edges, color=CHAMPION_COLOUR, linewidth=1.6, label="champion")
+        ax.set_xlabel("predicted value")
+        ax.set_ylabel("rows")
+    legend_above(ax)
+    if theirs is None:
+        caption += f" {esc(champion_missing)}"
+    return plot_html(fig, label, caption)
+
+
+def residuals(data: dict[str, Any] | None, label: str, caption: str, *, missing: str) -> str:
+    """A regressor's residual (prediction minus target) against the target, on a sample of golden rows."""
+    if not data or not data.get("target"):
+        return placeholder_html(label, missing, caption)
+    t = np.asarray(data["target"], dtype=np.float64)
+    fig = new_figure(5.6, 3.2)
+    ax = fig.add_subplot()
+    style_axes(ax)
+    ax.axhline(0, color="#57606a", linewidth=0.8)
+    for target, colour, marker in (("candidate", CANDIDATE_COLOUR, "o"), ("champion", CHAMPION_COLOUR, "x")):
+        if data.get(target) is None:
+            continue
+        p = np.asarray(data[target], dtype=np.float64)
+        ax.scatter(t, p - t, s=12 if marker == "o" else 16, color=colour, marker=marker, alpha=0.7, linewidths=0.9,
+                   label=target)
+    ax.set_xlabel("target")
+    ax.set_ylabel("prediction - target")
+    legend_above(ax)
+    caption += f" {data.get('sampled')} of {data.get('values')} golden values, evenly spaced."
+    if data.get("champion") is None:
+        caption += " No champion: only the candidate is shown."
+    return plot_html(fig, label, caption)
+
+
+def parity_errors(name: str, data: dict[str, Any], label: str, caption: str) -> str:
+    """How far each served element is from the native model's: a histogram over log10 bins, atol marked."""
+    if data.get("skipped"):
+        return placeholder_html(label, data["skipped"], caption)
+    edges = 10.0 ** np.asarray(data["log10_edges"], dtype=np.float64)
+    fig = new_figure(5.0, 2.8)
+    ax = fig.add_subplot()
+    style_axes(ax)
+    ax.stairs(data["counts"], edges, fill=True, color=CANDIDATE_COLOUR, alpha=0.85)
+    if data.get("atol"):
+        ax.axvline(data["atol"], color=FAILED_COLOUR, linestyle="--", linewidth=1.0, label=f"atol {data['atol']:g}")
+        legend_above(ax)
+    ax.set_xscale("log")
+    ax.set_xlabel(f"|served - native| of output {_short(name, 30)}")
+    ax.set_ylabel("elements")
+    extra = [f"{data.get('zero', 0)} of {data.get('elements', 0)} elements are exactly equal (not drawn)"]
+    if data.get("nonfinite"):
+        extra.append(f"{data['nonfinite']} are NaN or infinite where the native model is not")
+    if data.get("below_range") or data.get("above_range"):
+        extra.append(f"{data.get('below_range', 0)} below 1e-12 and {data.get('above_range', 0)} above 1e3 are drawn at the ends")
+    return plot_html(fig, label, caption + " " + esc("; ".join(extra)) + ".")
