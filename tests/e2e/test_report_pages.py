@@ -37,17 +37,12 @@ from model_release.spec import load_spec
 from model_release.store import open_store, rollback
 from model_release.workspace import Workspace, new_release_id
 
-from .conftest import SPEC, StoreView
+from .conftest import NOT_ABOUT_LATENCY, SPEC, StoreView
 from .pagecheck import PageBrowser, PageFacts
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 MODEL, PREFIX, REGRESSOR, REGRESSOR_PREFIX = "iris-pages", "pages", "diabetes-ridge", "pages-ridge"
-#: the shortest load phase that still measures both models (two 0.3 s windows each after a 0.2 s
-#: warm-up), tuning off, and latency ratios loose enough that a busy test machine does not block a
-#: release on noise: these runs are about what the pages show, not about stable figures
-FAST = {"canary.tune.enabled": False, "canary.load.warmup_s": 0.2, "canary.load.window_s": 0.3, "canary.load.stable_windows": 2,
-        "canary.load.budget_s": 1.2, "canary.load.max_p99_ratio": 10.0, "canary.load.min_throughput_ratio": 0.1}
 
 
 def _services(stack) -> Services:  # noqa: ANN001
@@ -85,7 +80,7 @@ def _ridge(stack, x: np.ndarray, y: np.ndarray) -> str:  # noqa: ANN001
 def runs(stack, tmp_path_factory) -> dict[str, Any]:  # noqa: ANN001
     """The workspaces of the four releases the page tests open, and the blocked one's model version."""
     root = tmp_path_factory.mktemp("pages")
-    spec = load_spec(SPEC, overrides={"model.name": MODEL, "promote.store": f"s3://model-store/{PREFIX}", **FAST})
+    spec = load_spec(SPEC, overrides={"model.name": MODEL, "promote.store": f"s3://model-store/{PREFIX}", **NOT_ABOUT_LATENCY})
     out: dict[str, Any] = {}
     train_iris(stack.tracking_uri, model_name=MODEL, c=1.0)
     out["first"] = _release(stack, root, spec)
@@ -101,7 +96,7 @@ def runs(stack, tmp_path_factory) -> dict[str, Any]:  # noqa: ANN001
     golden = root / "diabetes.npz"
     np.savez(golden, input=x.astype(np.float32), progression=y.astype(np.float32))
     regressor = load_spec(SPEC, overrides={
-        "name": "diabetes", "model.name": REGRESSOR, "promote.store": f"s3://model-store/{REGRESSOR_PREFIX}", **FAST,
+        "name": "diabetes", "model.name": REGRESSOR, "promote.store": f"s3://model-store/{REGRESSOR_PREFIX}", **NOT_ABOUT_LATENCY,
         "repository.shape": "single", "repository.labels": None, "golden.path": str(golden), "golden.target": "progression",
         "canary.quality": {}, "canary.champion.max_ks": 0.5, "canary.tolerances": {"default": {"atol": 1e-3, "rtol": 1e-4}},
         "export.tolerances": {"default": {"atol": 1e-5, "rtol": 1e-4}},  # iris.yaml's 'probabilities' is no output of a ridge
