@@ -1,8 +1,13 @@
 """The release workspace: where one release's stages leave their artifacts for the next.
 
-Every worker of a release reaches the same workspace: a local folder in the embedded setup (the
-default, ``$MODEL_RELEASE_WORKSPACE`` or ``./.work/workspace``), a shared mount or synced prefix in a
-distributed one. Layout::
+Each worker has its own workspace root (``$MODEL_RELEASE_WORKSPACE`` or ``./.work/workspace``): a
+local folder. Alone, that is the embedded setup (every stage in one place). With a *mirror*
+(:class:`~model_release.workspace_mirror.StoreMirror`, an object-store prefix such as
+``s3://BUCKET/workspaces``) the workers share no disk: saving a stage's result publishes the stage's
+folder to ``<mirror>/<release_id>/<stage>/``, and loading an earlier stage's result first fetches its
+folder, so any worker can run any task and a retried task finds what it needs. Both go through the
+same two calls, :meth:`Workspace.save_result` and :meth:`Workspace.load_result`, which the pipeline's
+stage runner and the Airflow tasks use. Layout::
 
     <root>/<release_id>/
         intake/      the downloaded MLflow model, intake.json
@@ -14,6 +19,10 @@ distributed one. Layout::
 
 A stage writes its files first and its ``<stage>.json`` result last, atomically, so a retried task
 either finds a whole earlier result (and may reuse it) or none at all.
+
+Results name files by absolute path while a stage runs, but are saved with the paths under the
+release folder written ``@workspace/<stage>/...`` and resolved against the loading worker's own
+folder, so a result saved on one machine points at the right files on another.
 """
 
 from __future__ import annotations
@@ -27,13 +36,54 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from collections.abc import Callable
-from typing import Any, BinaryIO, TypeVar
+from typing import Any, BinaryIO, Protocol, TypeVar
 
 from .names import check_release_id
 
 T = TypeVar("T")
 
 STAGES = ("intake", "export", "tensorrt", "repository", "canary", "promote")
+
+#: how a saved result writes a path inside the release folder (resolved again on load)
+WORKSPACE_MARK = "@workspace/"
+#: the failure a stage left (its error's kind and message), beside where its result would be
+ERROR_FILE = "error.json"
+
+
+class WorkspaceMirror(Protocol):
+    """Where stage folders are published for other workers (see :mod:`model_release.workspace_mirror`)."""
+
+    uri: str
+
+    def publish(self, release_id: str, stage: str, folder: Path) -> None:
+        """Make ``folder`` the published content of ``stage``, whole (readers never see half of it)."""
+        ...
+
+    def fetch(self, release_id: str, stage: str, folder: Path) -> bool:
+        """Make ``folder`` the published content of ``stage``; False when nothing is published."""
+        ...
+
+
+def relative_paths(value: Any, base: str) -> Any:
+    """``value`` with every string under ``base`` (a folder) written ``@workspace/<rest>``."""
+    if isinstance(value, str):
+        return WORKSPACE_MARK + value[len(base) + 1 :] if value.startswith(base + os.sep) else value
+    if isinstance(value, dict):
+        return {k: relative_paths(v, base) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [relative_paths(v, base) for v in value]
+    return value
+
+
+def absolute_paths(value: Any, base: str) -> Any:
+    """The inverse of :func:`relative_paths`, against this worker's release folder ``base``."""
+    if isinstance(value, str):
+        return os.path.join(base, value[len(WORKSPACE_MARK) :]) if value.startswith(WORKSPACE_MARK) else value
+    if isinstance(value, dict):
+        return {k: absolute_paths(v, base) for k, v in value.items()}
+    if isinstance(value, list):
+        return [absolute_paths(v, base) for v in value]
+    return value
 
 
 def default_root() -> Path:
@@ -96,12 +146,20 @@ def atomic_write_json(path: str | Path, data: Any) -> None:
 
 
 class Workspace:
-    """One release's folder in the workspace root."""
+    """One release's folder in this worker's workspace root, published through ``mirror`` when given.
 
-    def __init__(self, release_id: str, root: str | Path | None = None) -> None:
+    Args:
+        release_id: the release.
+        root: this worker's workspace root (default :func:`default_root`).
+        mirror: where stage folders are published and fetched; None keeps everything in ``root``
+            (one machine, or a folder every worker mounts).
+    """
+
+    def __init__(self, release_id: str, root: str | Path | None = None, *, mirror: WorkspaceMirror | None = None) -> None:
         self.release_id = check_release_id(release_id)
         self.root = Path(root) if root is not None else default_root()
         self.path = self.root / release_id
+        self.mirror = mirror
 
     def stage_dir(self, stage: str, *, fresh: bool = False) -> Path:
         """The stage's folder, created; ``fresh`` empties it first (a retried stage replaces its output whole)."""
@@ -117,15 +175,50 @@ class Workspace:
         return self.path / stage / f"{stage}.json"
 
     def save_result(self, stage: str, result: Any) -> Path:
+        """Write the stage's result (paths in the release folder made relative), then publish the stage's folder."""
         p = self.result_path(stage)
-        atomic_write_json(p, result.to_dict() if hasattr(result, "to_dict") else result)
+        data = result.to_dict() if hasattr(result, "to_dict") else result
+        (p.parent / ERROR_FILE).unlink(missing_ok=True)
+        atomic_write_json(p, relative_paths(data, str(self.path)))
+        self.publish(stage)
         return p
 
+    def save_error(self, stage: str, error: dict[str, Any]) -> None:
+        """Record why ``stage`` failed (kind, message) beside its result, and publish the folder."""
+        self.stage_dir(stage)
+        atomic_write_json(self.path / stage / ERROR_FILE, relative_paths(error, str(self.path)))
+        self.publish(stage)
+
+    def load_error(self, stage: str) -> dict[str, Any] | None:
+        """What :meth:`save_error` recorded for ``stage`` (fetched from the mirror first), or None."""
+        self.fetch(stage)
+        p = self.path / stage / ERROR_FILE
+        return absolute_paths(json.loads(p.read_text()), str(self.path)) if p.is_file() else None
+
     def load_result(self, stage: str, cls: type[T]) -> T | None:
+        """The stage's result, its paths resolved in this worker's release folder; None when there is none.
+
+        With a mirror, the stage's published folder is fetched first (files already here with the
+        published digest are kept), so the result and the files it names are the ones published.
+        """
+        if not self.fetch(stage):
+            return None
         p = self.result_path(stage)
         if not p.is_file():
             return None
-        return cls.from_dict(json.loads(p.read_text()))  # type: ignore[attr-defined]
+        data = absolute_paths(json.loads(p.read_text()), str(self.path))
+        return cls.from_dict(data)  # type: ignore[attr-defined]
+
+    def publish(self, stage: str) -> None:
+        if self.mirror is not None:
+            self.mirror.publish(self.release_id, stage, self.path / stage)
+
+    def fetch(self, stage: str) -> bool:
+        """Bring the stage's published folder here (a no-op without a mirror); False when none is published."""
+        if self.mirror is None:
+            return True
+        return self.mirror.fetch(self.release_id, stage, self.path / stage)
 
     def __repr__(self) -> str:
-        return f"Workspace({str(self.path)!r})"
+        via = f", mirror={self.mirror.uri!r}" if self.mirror is not None else ""
+        return f"Workspace({str(self.path)!r}{via})"
