@@ -4,6 +4,7 @@ A spec is small and declarative; everything it names is checked here, before any
 typo fails in a second with the field, the bad value and what is valid::
 
     name: iris                       # the release pipeline's name (Triton ensemble name)
+    schedule: "@daily"               # optional: cron, preset or duration (30m) for DAG model_release__iris
     model:
       name: iris-classifier          # MLflow registered model
       alias: candidate               # or: version: 3
@@ -413,11 +414,42 @@ class PromoteSpec(_Strict):
         return v
 
 
+_PRESETS = ("@hourly", "@daily", "@weekly", "@monthly", "@quarterly", "@yearly")
+_CRON_FIELD = re.compile(r"[0-9A-Za-z*/,\-?LW#]+")
+_DURATION = re.compile(r"([1-9][0-9]{0,5})([smhd])")
+
+
+def check_schedule(value: str) -> str:
+    """A cron expression (5 fields), an Airflow preset (``@daily``...) or a duration (``30m``, ``6h``, ``1d``)."""
+    fields = value.split()
+    if value in _PRESETS or _DURATION.fullmatch(value) or (len(fields) == 5 and all(_CRON_FIELD.fullmatch(f) for f in fields)):
+        return value
+    raise ValueError(
+        f"schedule {value!r} is not a cron expression (5 fields, e.g. '0 6 * * *'), a preset "
+        f"({', '.join(_PRESETS)}) or a duration (a number and s, m, h or d, e.g. '30m')"
+    )
+
+
+def schedule_value(value: str | None):  # -> str | timedelta | None
+    """What Airflow's ``schedule=`` takes for a spec's schedule: the cron or preset string, or a timedelta."""
+    from datetime import timedelta
+
+    if value is None:
+        return None
+    m = _DURATION.fullmatch(value)
+    if m is None:
+        return value
+    return timedelta(**{{"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[m.group(2)]: int(m.group(1))})
+
+
 class ReleaseSpec(_Strict):
     """A validated release spec. Build with :func:`load_spec` or :func:`parse_spec`."""
 
     name: str
     model: ModelRef
+    #: when the spec's scheduled DAG (``model_release__<name>``) looks for a new candidate: a cron
+    #: expression, an Airflow preset or a duration; None: that DAG runs only when triggered
+    schedule: str | None = None
     golden: GoldenSpec = GoldenSpec()
     export: ExportSpec = ExportSpec()
     tensorrt: TensorRTSpec = TensorRTSpec()
@@ -428,6 +460,11 @@ class ReleaseSpec(_Strict):
     #: set by load_spec, not part of the YAML
     base_dir: str | None = None
     source: str | None = None
+
+    @field_validator("schedule")
+    @classmethod
+    def _schedule(cls, v: str | None) -> str | None:
+        return None if v is None else check_schedule(v.strip())
 
     @field_validator("name")
     @classmethod
