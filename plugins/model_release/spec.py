@@ -150,11 +150,31 @@ class ExportSpec(_Strict):
     cache: bool = True
 
 
+class ShapeRange(_Strict):
+    """``tensorrt.shapes.<input>``: the range of an input's non-batch dimensions in the TensorRT
+    profile, each a list as long as the input's dims (the batch dimension comes from
+    ``repository.max_batch_size``). Fixed dimensions repeat their size."""
+
+    min: list[int]
+    opt: list[int]
+    max: list[int]
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "ShapeRange":
+        if not (len(self.min) == len(self.opt) == len(self.max)):
+            raise ValueError(f"min {self.min}, opt {self.opt} and max {self.max} must have the same length (the input's dims)")
+        if any(d < 1 for d in self.min) or any(not (a <= b <= c) for a, b, c in zip(self.min, self.opt, self.max)):
+            raise ValueError(f"need 1 <= min <= opt <= max in every dimension, got min {self.min}, opt {self.opt}, max {self.max}")
+        return self
+
+
 class TensorRTSpec(_Strict):
     mode: Literal["off", "prefer", "require"] = "off"
     precision: Literal["fp32", "fp16", "bf16", "int8"] = "fp16"
     tolerances: Tolerances = Tolerances(default=Tolerance(atol=1e-2, rtol=1e-2))
     workspace_mb: int = Field(2048, ge=64)
+    #: input name -> the profile range of its dynamic non-batch dimensions (see :class:`ShapeRange`)
+    shapes: dict[str, ShapeRange] = {}
 
 
 class DynamicBatching(_Strict):
