@@ -1,19 +1,26 @@
 # The two commands a new user needs: `make demo` and `make test`. Both set up what they need.
 PY := .venv/bin/python
 
-.PHONY: setup demo test test-fast lint bench lock clean
+.PHONY: setup setup-distributed demo distributed-demo test test-fast lint bench lock clean
 
 setup:
 	@bash infra/local/setup.sh
 
+setup-distributed: setup
+	@bash infra/local/setup-distributed.sh
+
 demo: setup
 	$(PY) -m model_release.demo
 
-test: setup
+# the distributed stack (Postgres, Redis, Celery workers, MLflow server, a separate Triton): one release through the REST API
+distributed-demo: setup-distributed
+	$(PY) -m model_release.local.distributed_demo
+
+test: setup-distributed
 	$(PY) -m pytest
 
 test-fast: setup
-	$(PY) -m pytest -m "not integration and not dags"
+	$(PY) -m pytest -m "not integration and not dags and not distributed"
 
 bench: setup
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

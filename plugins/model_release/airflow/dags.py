@@ -8,13 +8,14 @@ imported at parse time.
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import DAG, Asset, get_current_context, task
 
-#: the retry delay of the release tasks; a test environment may shorten it
-RETRY_DELAY = timedelta(seconds=30)
+#: the retry delay of the release tasks (``$MODEL_RELEASE_RETRY_DELAY_S``, default 30 s)
+RETRY_DELAY = timedelta(seconds=float(os.environ.get("MODEL_RELEASE_RETRY_DELAY_S", "30")))
 
 
 def channel_asset(channel: str) -> Asset:
