@@ -71,6 +71,7 @@ def test_a_release_across_workers_that_share_no_disk(stack) -> None:
     assert list_releases(store) == [] and _bucket(stack, "iris/channels/") == [], "nothing half-written is visible"
     _wait_task(stack, "model_release", run_id, "canary", ("up_for_retry", "failed", "queued", "scheduled"), timeout=300)
     stack.start_worker("cpu-worker")
+    stack.wait_worker("cpu-worker")
     assert stack.wait_run("model_release", run_id, timeout=900) == "success"
     tis = stack.task_instances("model_release", run_id)
 
@@ -79,8 +80,14 @@ def test_a_release_across_workers_that_share_no_disk(stack) -> None:
     assert {t: tis[t]["hostname"] for t in RELEASE_TASKS if t != "tensorrt"} == {
         t: "cpu-worker" for t in RELEASE_TASKS if t != "tensorrt"}
     assert tis["canary"]["try_number"] == 2, "the canary was retried after its worker was killed"
-    assert not set(os.listdir(stack.worker_folder("cpu-worker"))) & set(os.listdir(stack.worker_folder("gpu-worker"))) - {"tmp", "workspace"}
-    assert not (stack.worker_folder("cpu-worker") / "workspace").resolve().is_relative_to(stack.worker_folder("gpu-worker"))
+    # each worker worked in its own folder: the release's stages it ran are there, the other worker's are not
+    # (a local .published.json marks a stage folder fetched from the workspace store, not made here)
+    fetched_on_cpu = {p.parent.name for p in stack.worker_folder("cpu-worker").glob("workspace/*/*/.published.json")}
+    fetched_on_gpu = {p.parent.name for p in stack.worker_folder("gpu-worker").glob("workspace/*/*/.published.json")}
+    assert fetched_on_gpu == {"export"}, f"the GPU worker fetched only what TensorRT reads: {fetched_on_gpu}"
+    assert "tensorrt" in fetched_on_cpu, "assemble, on the CPU worker, fetched the TensorRT stage's result"
+    assert (stack.worker_folder("gpu-worker") / "workspace").is_dir() and not os.path.commonpath(
+        [stack.worker_folder("cpu-worker"), stack.worker_folder("gpu-worker")]).endswith("worker")
 
     # 3. the store holds the release, verified; the canary's repository is empty again
     [release] = [r for r in list_releases(store) if r.exists]

@@ -236,7 +236,8 @@ def finish(data: dict[str, Any] | None, *, promoted_ok: bool | None = None) -> d
     """Settle the run's claim in the channel's ledger: released, rejected (a gate or a user error) or failed.
 
     Runs after every other task, whatever they did (``trigger_rule="all_done"``); skips when the
-    run claimed nothing (a scheduled run with nothing new).
+    run claimed nothing (a scheduled run with nothing new). It fails (so the DAG run does) when the
+    release was rejected or failed: it is the run's last task, and its state is the run's.
     """
     from airflow.sdk.exceptions import AirflowSkipException
 
@@ -259,6 +260,9 @@ def finish(data: dict[str, Any] | None, *, promoted_ok: bool | None = None) -> d
         return {"state": "unclaimed", "reason": reason}
     entry = ledger.settle(store, claim["channel"], claim["model"], claim["version"], release_id=ref.release_id,
                           run=ref.run, state=state, reason=reason)
+    if state != ledger.RELEASED:  # the run's state says what happened to the release, not that bookkeeping worked
+        raise AirflowFailException(f"release {ref.release_id} of {claim['model']} v{claim['version']} {state}: {reason}"
+                                   + ("" if entry is not None else " (the ledger entry belongs to another run now)"))
     return {"state": state, "reason": reason, "recorded": entry is not None}
 
 

@@ -120,7 +120,10 @@ class DistributedStack:
     def stop(self) -> None:
         """Stop every process this stack started (workers first), by PID and process group."""
         for name in reversed(list(self.procs)):
-            self._stop(name)
+            try:  # Postgres last: SIGINT is its fast shutdown (SIGTERM waits for every client to leave)
+                self._stop(name, signal.SIGINT if name == "postgres" else signal.SIGTERM)
+            except Exception as exc:  # noqa: BLE001 - stop the others all the same
+                log.warning("could not stop %s cleanly: %s", name, exc)
         if self.triton is not None:
             self.triton.stop()
             self.triton = None
@@ -276,7 +279,7 @@ class DistributedStack:
             AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"{self.api_url}/execution/",
             AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=self.pg_url("airflow", "postgresql+psycopg2"),
             AIRFLOW__CELERY__BROKER_URL=f"redis://127.0.0.1:{self.ports['redis']}/0",
-            AIRFLOW__CELERY__RESULT_BACKEND=self.pg_url("airflow", "db+postgresql"),
+            AIRFLOW__CELERY__RESULT_BACKEND=self.pg_url("airflow", "db+postgresql+psycopg2"),
             AIRFLOW__CELERY__WORKER_CONCURRENCY="1",
             AIRFLOW__API__HOST="127.0.0.1",
             AIRFLOW__API__PORT=str(self.ports["api"]),
@@ -320,6 +323,13 @@ class DistributedStack:
         for worker in WORKERS:
             self.start_worker(worker)
         self._wait("dag-processor", lambda: bool(self.api("GET", "/api/v2/dags/model_release")), 300)
+        for worker in WORKERS:
+            self.wait_worker(worker)
+
+    def wait_worker(self, worker: str, timeout: float = 240) -> None:
+        """Until the Celery worker says it is ready (its log's ``celery@... ready.``)."""
+        proc = self.procs[worker]  # its log is its own since it started (start_worker moves an older one away)
+        self._wait(worker, lambda: b" ready." in proc.log.read_bytes(), timeout)
 
     def worker_folder(self, worker: str) -> Path:
         return self.root / worker
@@ -328,11 +338,16 @@ class DistributedStack:
         """Start a Celery worker: its own folder (cwd and workspace root), queue and log-server port."""
         folder = self.worker_folder(worker)
         folder.mkdir(parents=True, exist_ok=True)
-        env = {**self.airflow_env(), "MODEL_RELEASE_WORKER_NAME": worker, "MODEL_RELEASE_WORKSPACE": str(folder / "workspace"),
+        # its own Airflow home (task logs), workspace root and temporary folder: no path in common with the other worker
+        env = {**self.airflow_env(), "AIRFLOW_HOME": str(folder / "airflow"), "MODEL_RELEASE_WORKER_NAME": worker,
+               "MODEL_RELEASE_WORKSPACE": str(folder / "workspace"),
                "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(self.ports["log_cpu" if worker == "cpu-worker" else "log_gpu"]),
                "TMPDIR": str(folder / "tmp")}
         (folder / "tmp").mkdir(exist_ok=True)
         airflow = str(Path(sys.executable).with_name("airflow"))
+        log_file = self.root / "logs" / f"{worker}.log"
+        if log_file.exists():  # a restarted worker: its readiness is read from the new lines only
+            log_file.rename(log_file.with_suffix(f".{int(time.time())}.log"))
         return self._spawn(worker, [airflow, "celery", "worker", "--queues", WORKERS[worker], "--concurrency", "1",
                                     "--celery-hostname", f"{worker}@%h"], env=env, cwd=folder)
 
