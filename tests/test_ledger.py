@@ -48,7 +48,7 @@ def test_a_rejected_version_is_not_claimed_again_unless_forced(tmp_path) -> None
     assert state == ledger.REJECTED
     ledger.settle(store, "production", "iris", "4", release_id="iris-a", run=RUN_A, state=state, reason=reason)
     new, why = ledger.is_new(store, "production", "iris", "4")
-    assert not new and "rejected iris v4 in release iris-a" in why and "accuracy 0.62" in why
+    assert not new and "rejected iris v4 in release iris-a" in why and "accuracy 0.62" in why and "force_retry=true" in why
     refused = ledger.claim(store, "production", "iris", "4", release_id="iris-b", run=RUN_B)
     assert not refused.go and "force_retry=true" in refused.reason
     assert ledger.claim(store, "production", "iris", "4", release_id="iris-b", run=RUN_B, retry_rejected=True).go

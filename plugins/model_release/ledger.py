@@ -206,8 +206,9 @@ def is_new(store: Any, channel: str, model: str, version: str) -> tuple[bool, st
     found = read_entry(store, channel, model, version)
     if found is not None and found[0].get("state") in (RELEASED, REJECTED):
         entry = found[0]
+        retry = "; trigger with force_retry=true to try it again" if entry["state"] == REJECTED else ""
         return False, (f"channel {channel!r} {entry['state']} {model} v{version} in release {entry.get('release_id')}"
-                       + (f" ({entry['reason']})" if entry.get("reason") else ""))
+                       + (f" ({entry['reason']})" if entry.get("reason") else "") + retry)
     release_id, serving_model, serving = serving_version(store, channel)
     if serving_model == model and serving == version:
         return False, f"channel {channel!r} already serves {model} v{version} (release {release_id})"

@@ -9,8 +9,8 @@ One scenario, in order (each step needs the one before):
    every other task on ``cpu-worker``;
 3. the canary delivered the models to the remote Triton (its object-store repository is empty
    afterwards) and the store holds the release, verified, with nothing half-written;
-4. the spec's scheduled DAG, with nothing new, ends with every task skipped and touches neither the
-   store nor MLflow.
+4. the spec's scheduled DAG, unpaused, gets a run from the scheduler (run type ``scheduled``), which
+   finds nothing new, ends with every task skipped and touches neither the store nor MLflow.
 
 (The rejected-version and rollback runs are in tests/e2e/test_release_dag.py, on the embedded stack:
 each extra release here costs minutes on two cores.)
@@ -61,6 +61,8 @@ def test_a_release_across_workers_that_share_no_disk(stack) -> None:
 
     started = time.monotonic()
     version = train_iris(stack.tracking_uri, c=1.0)
+    stack.unpause("model_release")
+    stack.unpause("model_release_downstream_example")  # runs on the production channel's Asset events
     run_id = stack.trigger("model_release", {"spec": "releases/iris.yaml"})
 
     # 1. a worker lost in the middle of the canary: the retry, on the restarted worker, completes the release
@@ -105,11 +107,30 @@ def test_a_release_across_workers_that_share_no_disk(stack) -> None:
     assert str(client.get_model_version_by_alias("iris-classifier", "production").version) == version
     released = time.monotonic() - started
 
-    # 4. the scheduled DAG with nothing new: every task skipped, store and MLflow untouched
+    # the promotion's Asset event started the example downstream DAG, which read the release from its extra
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        runs = stack.runs("model_release_downstream_example")
+        if runs and runs[0]["state"] in ("success", "failed"):
+            break
+        time.sleep(2)
+    assert runs and runs[0]["run_type"] == "asset_triggered" and runs[0]["state"] == "success", runs
+    seen = stack.api("GET", f"/api/v2/dags/model_release_downstream_example/dagRuns/{runs[0]['dag_run_id']}"
+                            "/taskInstances/what_production_serves/xcomEntries/return_value")["value"]
+    assert seen[0]["release_id"] == release.release_id and seen[0]["action"] == "promote"
+
+    # 4. the spec's scheduled DAG, unpaused: the scheduler starts its run for the latest interval, which finds
+    #    nothing new, skips every task and touches neither the store nor MLflow
     before = (_bucket(stack, "iris/"), sorted((v.version, v.last_updated_timestamp, tuple(sorted(v.tags.items())))
                                                 for v in client.search_model_versions("name='iris-classifier'")))
-    skipped_run = stack.trigger("model_release__iris", {})
+    stack.unpause("model_release__iris")
+    deadline = time.monotonic() + 300
+    while not (runs := stack.runs("model_release__iris")) and time.monotonic() < deadline:
+        time.sleep(2)
+    assert runs and runs[0]["run_type"] == "scheduled", runs
+    skipped_run = runs[0]["dag_run_id"]
     assert stack.wait_run("model_release__iris", skipped_run, timeout=600) == "success"
+    stack.unpause("model_release__iris", paused=True)  # not before: a paused DAG's run schedules no task
     states = {t: ti["state"] for t, ti in stack.task_instances("model_release__iris", skipped_run).items()}
     assert states == {t: "skipped" for t in RELEASE_TASKS}
     after = (_bucket(stack, "iris/"), sorted((v.version, v.last_updated_timestamp, tuple(sorted(v.tags.items())))

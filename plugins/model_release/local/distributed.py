@@ -20,6 +20,7 @@ Installed by ``infra/local/setup-distributed.sh`` (``make distributed-demo`` cal
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -107,6 +108,7 @@ class DistributedStack:
         from .s3 import MotoServer, ensure_bucket
 
         self.root.mkdir(parents=True, exist_ok=True)
+        atexit.register(self.stop)  # an interrupted caller (Ctrl-C in pytest skips teardown) still stops it all
         self.ports = {k: free_port() for k in ("postgres", "redis", "mlflow", "api", "log_cpu", "log_gpu")}
         self._postgres()
         self._redis()
@@ -118,7 +120,8 @@ class DistributedStack:
         self._airflow()
 
     def stop(self) -> None:
-        """Stop every process this stack started (workers first), by PID and process group."""
+        """Stop every process this stack started (workers first), by PID and process group. Idempotent."""
+        atexit.unregister(self.stop)
         for name in reversed(list(self.procs)):
             try:  # Postgres last: SIGINT is its fast shutdown (SIGTERM waits for every client to leave)
                 self._stop(name, signal.SIGINT if name == "postgres" else signal.SIGTERM)
@@ -273,7 +276,7 @@ class DistributedStack:
             AIRFLOW__CORE__EXECUTOR="CeleryExecutor",
             AIRFLOW__CORE__LOAD_EXAMPLES="False",
             AIRFLOW__CORE__PARALLELISM="4",
-            AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION="False",
+            AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION="True",
             AIRFLOW__CORE__HOSTNAME_CALLABLE="model_release.airflow.hostname.worker_hostname",
             AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS="True",
             AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"{self.api_url}/execution/",
@@ -295,6 +298,9 @@ class DistributedStack:
             MODEL_RELEASE_HOME=str(PROJECT),
             MODEL_RELEASE_WORKSPACE_STORE=f"s3://{BUCKET}/workspaces",
             MODEL_RELEASE_RETRY_DELAY_S="5",
+            # MLflow's model download resolves a logged model's own URI with the process-wide tracking URI,
+            # not the one passed to it: every process that reads models gets it as the environment too
+            MLFLOW_TRACKING_URI=self.tracking_uri,
             MLFLOW_DISABLE_TELEMETRY="true",
             DO_NOT_TRACK="true",
             PYTHONUNBUFFERED="1",
@@ -388,6 +394,13 @@ class DistributedStack:
         run = self.api("POST", f"/api/v2/dags/{dag_id}/dagRuns",
                        {"conf": conf, "logical_date": None, "run_after": datetime.now(timezone.utc).isoformat()})
         return run["dag_run_id"]
+
+    def unpause(self, dag_id: str, paused: bool = False) -> None:
+        """(Un)pause a DAG: new DAGs start paused; an unpaused scheduled DAG gets its latest interval run at once."""
+        self.api("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": paused})
+
+    def runs(self, dag_id: str) -> list[dict[str, Any]]:
+        return self.api("GET", f"/api/v2/dags/{dag_id}/dagRuns?order_by=-run_after")["dag_runs"]
 
     def run_state(self, dag_id: str, run_id: str) -> str:
         return self.api("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")["state"]

@@ -27,6 +27,7 @@ def main() -> int:
         print(f"stack up in {time.monotonic() - t0:.0f} s: Airflow {stack.api_url}, MLflow {stack.tracking_uri}, "
               f"S3 {stack.moto.endpoint_url}, canary Triton {stack.triton.http_url}; logs in {root / 'logs'}")
         version = train_iris(stack.tracking_uri, c=1.0)
+        stack.unpause("model_release")
         run_id = stack.trigger("model_release", {"spec": "releases/iris.yaml"})
         print(f"triggered model_release ({run_id}) for iris-classifier v{version} through the REST API")
         state = stack.wait_run("model_release", run_id)
