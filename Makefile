@@ -1,7 +1,7 @@
 # The two commands a new user needs: `make demo` and `make test`. Both set up what they need.
 PY := .venv/bin/python
 
-.PHONY: setup setup-distributed demo distributed-demo test test-fast lint bench lock clean
+.PHONY: setup setup-distributed demo distributed-demo up down test test-fast lint bench lock clean
 
 setup:
 	@bash infra/local/setup.sh
@@ -16,6 +16,13 @@ demo: setup
 distributed-demo: setup-distributed
 	$(PY) -m model_release.local.distributed_demo
 
+# the embedded stack as services that keep running (README, "Using it"); state under .work/stack
+up: setup
+	.venv/bin/model-release up --detach
+
+down:
+	@if [ -x .venv/bin/model-release ]; then .venv/bin/model-release down; fi
+
 test: setup-distributed
 	$(PY) -m pytest
 
@@ -29,5 +36,5 @@ lock:
 	.venv/bin/uv pip compile infra/local/requirements-in.txt -o requirements.lock --python-version 3.11 -q --no-emit-package model-release
 	.venv/bin/uv pip compile infra/local/triton-runtime.in -o infra/local/triton-runtime.lock --python-version 3.11 -q
 
-clean:
+clean: down
 	rm -rf .work

@@ -12,6 +12,7 @@ reads configs through ModelConfig pays.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import sys
@@ -97,6 +98,8 @@ def main() -> None:
               f"{'met' if lint_s < 2 else 'MISSED'})")
         print(f"baseline: {parse_s:.3f} s  (text_format.Parse of every config.pbtxt)")
         print(f"ratio lint / baseline: {lint_s / parse_s:.2f}x")
+        print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} (the figures scale with it; "
+              "the ratio much less)")
 
 
 if __name__ == "__main__":

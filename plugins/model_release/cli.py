@@ -6,6 +6,7 @@
     model-release store {history,rollback,releases,verify,retention,repair-pointer} ...   the model store
     model-release rollback --store URI --channel C [--to RELEASE]          move a channel back
     model-release demo                                                     three releases on the embedded stack
+    model-release up [--detach] | down | status [--wait]                   the local stack as services
 
 Exit codes: 0 success, 1 failure, 2 bad input (spec, model), 3 blocked by a gate, 4 infrastructure.
 """
@@ -30,7 +31,7 @@ def _release(argv: list[str]) -> int:
     pick.add_argument("--version", type=int, help="release this model version instead of the alias")
     parser.add_argument("--release-id", help="name the release (default: <name>-<UTC time>-<hex>)")
     parser.add_argument("--workspace", help="workspace root (default $MODEL_RELEASE_WORKSPACE or ./.work/workspace)")
-    parser.add_argument("--tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI"), help="MLflow tracking URI")
+    parser.add_argument("--tracking-uri", help="MLflow tracking URI (default $MLFLOW_TRACKING_URI, then Airflow connection mlflow_default)")
     parser.add_argument("--triton", help="a running canary Triton host:port (default: start a local one)")
     parser.add_argument("--no-promote", action="store_true", help="stop after the canary")
     args = parser.parse_args(argv)
@@ -41,10 +42,35 @@ def _release(argv: list[str]) -> int:
 
     overrides = {"model.version": args.version} if args.version else {"model.alias": args.alias} if args.alias else None
     spec = load_spec(args.spec, overrides=overrides)
+    tracking_uri = _tracking_uri(args.tracking_uri)
+    if tracking_uri is None:
+        return 2
     ws = Workspace(args.release_id or new_release_id(spec.name), args.workspace)
-    outcome = release(spec, ws, Services(tracking_uri=args.tracking_uri, triton_endpoint=args.triton), promote=not args.no_promote)
+    outcome = release(spec, ws, Services(tracking_uri=tracking_uri, triton_endpoint=args.triton), promote=not args.no_promote)
     print(json.dumps(outcome.to_dict(), indent=2, default=str))
     return 0
+
+
+def _tracking_uri(flag: str | None) -> str | None:
+    """The MLflow tracking URI from the flag, $MLFLOW_TRACKING_URI or Airflow's mlflow_default; else say how to give one.
+
+    Never MLflow's own default, which would create ./mlruns or ./mlflow.db in the current folder.
+    The connection is looked up only where Airflow is configured ($AIRFLOW_HOME or the connection's variable).
+    """
+    uri = flag or os.environ.get("MLFLOW_TRACKING_URI")
+    if not uri and (os.environ.get("AIRFLOW_HOME") or os.environ.get("AIRFLOW_CONN_MLFLOW_DEFAULT")):
+        from .airflow.hooks import MlflowHook
+        from .errors import ServiceUnavailable
+
+        try:
+            uri = MlflowHook().tracking_uri()
+        except ServiceUnavailable:
+            uri = None
+    if not uri:
+        print("model-release: no MLflow tracking URI. Give one with --tracking-uri URI, the environment variable "
+              "MLFLOW_TRACKING_URI, or an Airflow connection mlflow_default (extra {\"tracking_uri\": URI}); "
+              "or start the local stack with `model-release up` and `source .work/stack/env`.", file=sys.stderr)
+    return uri
 
 
 def _report(argv: list[str]) -> int:
@@ -93,7 +119,26 @@ def _demo(argv: list[str]) -> int:
     return demo_main(argv)
 
 
-COMMANDS = {"release": _release, "lint": _lint, "report": _report, "store": _store, "rollback": _rollback, "demo": _demo}
+def _up(argv: list[str]) -> int:
+    from .local.up import up_main
+
+    return up_main(argv)
+
+
+def _down(argv: list[str]) -> int:
+    from .local.up import down_main
+
+    return down_main(argv)
+
+
+def _status(argv: list[str]) -> int:
+    from .local.status import status_main
+
+    return status_main(argv)
+
+
+COMMANDS = {"release": _release, "lint": _lint, "report": _report, "store": _store, "rollback": _rollback, "demo": _demo,
+            "up": _up, "down": _down, "status": _status}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -203,7 +203,7 @@ def run_promote(
             _same_champion(store, spec.promote.channel, canary.champion_release, ws.release_id)
         release_dir = bundle_release(
             ws.stage_dir("promote", fresh=True) / "release",
-            repository_dir=assembled.repository_dir, manifest_path=assembled.manifest_path,
+            repository_dir=canary.repository_dir or assembled.repository_dir, manifest_path=assembled.manifest_path,
             reports=[canary.report_json, canary.report_html, export.parity_report],
             canary={"passed": canary.passed, "summary": canary.summary, "report": "reports/report.json",
                     "figures": canary.figures, "server": canary.server,

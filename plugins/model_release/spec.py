@@ -352,14 +352,66 @@ class ChampionGates(_Strict):
     max_ks: float = Field(0.2, ge=0, le=1)
 
 
+class LoadSpec(_Strict):
+    """``canary.load``: the load phase after the correctness replay, measured as perf_analyzer measures.
+
+    ``concurrency`` requests of ``batch_rows`` golden rows are kept in flight; a ``warmup_s``
+    warm-up is discarded; windows of ``window_s`` run until the last ``stable_windows`` agree on
+    p50 and p99 within ``stability`` (relative) or ``budget_s`` of measuring is spent. Candidate
+    and champion alternate window by window. Gates: any request error; the candidate's p99 at most
+    ``max_p99_ratio`` x the champion's; its throughput at least ``min_throughput_ratio`` x the
+    champion's; ``canary.p99_ms`` (an absolute SLO) when set.
+    """
+
+    enabled: bool = True
+    concurrency: int = Field(4, ge=1, le=256)
+    batch_rows: int = Field(16, ge=1)
+    warmup_s: float = Field(1.0, ge=0, le=600)
+    window_s: float = Field(1.0, gt=0, le=600)
+    stable_windows: int = Field(3, ge=2, le=20)
+    stability: float = Field(0.1, gt=0, le=1)
+    budget_s: float = Field(20.0, gt=0, le=3600)
+    request_timeout_s: float = Field(30.0, gt=0)
+    max_p99_ratio: float = Field(1.25, gt=0)
+    min_throughput_ratio: float = Field(0.8, gt=0)
+
+
+class TuneSpec(_Strict):
+    """``canary.tune``: search a serving configuration for the release's leaf models on the canary.
+
+    Off by default. Trials cover ``instances`` x (no dynamic batching, or dynamic batching with each
+    of ``max_queue_delay_us`` and ``preferred_batch_sizes``), each measured for ``trial_s`` under
+    the load phase's concurrency and batch size, within ``budget_s``. The fastest trial whose p99
+    meets the SLO (``canary.p99_ms``) and the champion ratio is written into the release's
+    config.pbtxt (re-linted), then confirmed against the template's own configuration; the trials
+    are recorded in the report and the manifest.
+    """
+
+    enabled: bool = False
+    budget_s: float = Field(90.0, gt=0, le=3600)
+    trial_s: float = Field(1.5, gt=0, le=600)
+    instances: list[int] = Field([1, 2], min_length=1)
+    dynamic_batching: list[bool] = Field([False, True], min_length=1)
+    max_queue_delay_us: list[int] = Field([100, 2000], min_length=1)
+    preferred_batch_sizes: list[list[int]] = Field([[]], min_length=1)
+
+    @field_validator("instances")
+    @classmethod
+    def _instances(cls, v: list[int]) -> list[int]:
+        if any(i < 1 or i > 64 for i in v):
+            raise ValueError(f"instance counts must be 1..64, got {v}")
+        return v
+
+
 class CanarySpec(_Strict):
     """``canary``: how the candidate is served and judged.
 
     ``tolerances`` / ``min_label_agreement``: parity of the served outputs with the native model.
     ``quality``: gates on ground truth, metric name -> :class:`MetricGate` (null turns a default
     off), merged over :data:`DEFAULT_QUALITY_GATES`. ``champion``: :class:`ChampionGates`.
-    ``concurrency``, ``batch_rows``: the replay; ``p99_ms``: an absolute latency SLO;
-    ``expectations``: the great-expectations suite over the outputs.
+    ``concurrency``, ``batch_rows``: the correctness replay; ``load``: the load phase
+    (:class:`LoadSpec`); ``p99_ms``: an absolute latency SLO on the load phase's p99; ``tune``:
+    :class:`TuneSpec`; ``expectations``: the great-expectations suite over the outputs.
     """
 
     tolerances: Tolerances = Tolerances()
@@ -371,6 +423,8 @@ class CanarySpec(_Strict):
     ready_timeout_s: float = Field(60, gt=0)
     quality: dict[str, MetricGate | None] = {}
     champion: ChampionGates = ChampionGates()
+    load: LoadSpec = LoadSpec()
+    tune: TuneSpec = TuneSpec()
 
     @field_validator("quality")
     @classmethod

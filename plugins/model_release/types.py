@@ -147,6 +147,8 @@ class AssembleResult(_Serialisable):
     labels: list[str] | None = None
     #: the native class values, in the same order as ``labels`` (the reference holds these)
     classes: list[Any] | None = None
+    #: model -> the models it calls (ensemble steps and BLS targets): where a request's time goes
+    calls: dict[str, list[str]] = field(default_factory=dict)
 
     def headline(self) -> str:
         return f"{len(self.models)} models, entry {self.entry_model}, load order {self.load_order}"
@@ -169,6 +171,8 @@ class CanaryResult(_Serialisable):
     champion_kind: str = "none"
     #: whether the channel's pointer was read (then champion_release None means the channel had no release)
     champion_pinned: bool = False
+    #: the repository to ship when the canary tuned its serving configuration (canary.tune); None: the assembled one
+    repository_dir: str | None = None
 
     def headline(self) -> str:
         return self.summary

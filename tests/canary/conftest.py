@@ -21,14 +21,17 @@ def iris(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture(scope="session")
 def iris_repository(tmp_path_factory: pytest.TempPathFactory, iris) -> Path:
-    """A classifier repository with three pipelines over one ONNX leaf: iris (good), iris_flip
-    (the postprocess flips every 5th row's label) and iris_broken (the postprocess fails to load)."""
+    """A classifier repository with pipelines over one ONNX leaf: iris (good), iris_flip (the
+    postprocess flips every 5th row's label), iris_broken (the postprocess fails to load),
+    iris_slow (sleeps 25 ms per batch) and iris_kill (kills the server during the load phase)."""
     onnx_path, _, _ = iris
     repo = tmp_path_factory.mktemp("iris-repo") / "repository"
     write_leaf(repo, onnx_path)
     write_pipeline(repo, "iris")
     write_pipeline(repo, "iris_flip", flip_every=5)
     write_pipeline(repo, "iris_broken", fail_on_load=True)
+    write_pipeline(repo, "iris_slow", sleep_ms=25)  # the same answers, 25 ms later
+    write_pipeline(repo, "iris_kill", kill_after=60)  # takes the server down at its 60th batch (in the load phase)
     return repo
 
 

@@ -27,6 +27,10 @@ LEAF = "iris_onnx"
 
 POSTPROCESS_PY = '''
 import json
+import os
+import signal
+import time
+
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
@@ -37,10 +41,18 @@ class TritonPythonModel:
         self.labels = np.array(json.loads(params["labels"]["string_value"]), dtype=object)
         self.top_k = int(params["top_k"]["string_value"])
         self.flip_every = int(params.get("flip_every", {}).get("string_value", "0"))
+        self.sleep_s = float(params.get("sleep_ms", {}).get("string_value", "0")) / 1000.0
+        self.kill_after = int(params.get("kill_after", {}).get("string_value", "0"))
+        self.executed = 0
         if params.get("fail_on_load", {}).get("string_value") == "yes":
             raise RuntimeError("postprocess refuses to load: fail_on_load is set")
 
     def execute(self, requests):
+        self.executed += 1
+        if self.kill_after and self.executed >= self.kill_after:  # a candidate that takes the server down
+            os.kill(os.getppid(), signal.SIGKILL)
+        if self.sleep_s:
+            time.sleep(self.sleep_s)
         responses = []
         for request in requests:
             probs = pb_utils.get_input_tensor_by_name(request, "probabilities").as_numpy()
@@ -108,7 +120,8 @@ def write_leaf(repo: Path, onnx_path: Path, *, max_batch_size: int = 64) -> None
     (repo / LEAF / "1" / "model.onnx").write_bytes(onnx_path.read_bytes())
 
 
-def write_pipeline(repo: Path, name: str, *, flip_every: int = 0, fail_on_load: bool = False, top_k: int = 1) -> list[str]:
+def write_pipeline(repo: Path, name: str, *, flip_every: int = 0, fail_on_load: bool = False, top_k: int = 1,
+                   sleep_ms: float = 0, kill_after: int = 0) -> list[str]:
     """Write ``<name>_post`` and the ensemble ``<name>`` over the shared leaf; return the load order."""
     post = f"{name}_post"
     config = mc.ModelConfig(name=post, backend="python", max_batch_size=64)
@@ -116,7 +129,7 @@ def write_pipeline(repo: Path, name: str, *, flip_every: int = 0, fail_on_load: 
     _tensor(config.output, "label", mc.TYPE_STRING, [top_k])
     config.instance_group.add(count=1, kind=mc.ModelInstanceGroup.KIND_CPU)
     params = {"labels": json.dumps(LABELS), "top_k": str(top_k), "flip_every": str(flip_every),
-              "fail_on_load": "yes" if fail_on_load else "no"}
+              "fail_on_load": "yes" if fail_on_load else "no", "sleep_ms": str(sleep_ms), "kill_after": str(kill_after)}
     for key, value in params.items():
         config.parameters[key].string_value = value
     _write_config(repo / post, config)
@@ -160,7 +173,8 @@ def make_release(
         "name": name,
         "model": {"name": "iris-classifier", "alias": "candidate"},
         "repository": {"shape": "classifier", "labels": LABELS},
-        "canary": canary or {"batch_rows": 16, "concurrency": 2},
+        # a short load phase: these tests are about the canary's logic, not about stable figures
+        "canary": {"load": {"warmup_s": 0.2, "window_s": 0.3, "budget_s": 1.5}, **(canary or {"batch_rows": 16, "concurrency": 2})},
     })
     rows = len(next(iter(golden.values())))
     intake = IntakeResult(
@@ -178,5 +192,29 @@ def make_release(
     assembled = AssembleResult(
         repository_dir=str(repo), manifest_path="", entry_model=name, load_order=order, models={m: 1 for m in order},
         roles={"probabilities": "probabilities", "label": "label"}, labels=list(LABELS), classes=[0, 1, 2],
+        calls={name: [LEAF, f"{name}_post"]},
     )
     return IrisRelease(spec, intake, export, assembled, ws, reference, golden)
+
+
+def served_champion(repo: Path, work: Path, *, name: str = "iris", release_id: str = "iris-champion"):  # noqa: ANN201
+    """The ``name`` pipeline of ``repo`` as a served production champion (renamed, as the canary loads it)."""
+    import shutil
+
+    from model_release.canary.champion import CHAMPION_SUFFIX, SERVED, Champion, rename_repository
+    from model_release.canary.compare import Interface
+    from model_release.canary.contract import contract_of
+
+    source = work / "champion-source"
+    order = [LEAF, f"{name}_post", name]
+    for model in order:
+        shutil.copytree(repo / model, source / model, dirs_exist_ok=True)
+    names = {m: m + CHAMPION_SUFFIX for m in order}
+    renamed = rename_repository(source, work / "champion", names)
+    roles = {"probabilities": "probabilities", "label": "label"}
+    return Champion(
+        SERVED, "production", release_id=release_id, name=f"release {release_id}", repository=renamed,
+        entry=names[name], load_order=[names[m] for m in order], interface=Interface(roles, list(LABELS), [0, 1, 2]),
+        contract=contract_of(renamed, names[name], list(LABELS)), pinned=True,
+        calls={names[name]: [names[LEAF], names[f"{name}_post"]]},
+    )

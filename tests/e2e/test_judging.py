@@ -38,7 +38,8 @@ def _services(stack) -> Services:  # noqa: ANN001
 
 
 def _spec(model: str, prefix: str, **overrides: Any):  # noqa: ANN202
-    return load_spec(SPEC, overrides={"model.name": model, "promote.store": f"s3://model-store/{prefix}", **overrides})
+    return load_spec(SPEC, overrides={"model.name": model, "promote.store": f"s3://model-store/{prefix}",
+                                   "canary.tune.enabled": False, **overrides})
 
 
 def _release(stack, tmp_path: Path, spec, *, promote: bool = True) -> tuple[ReleaseOutcome, Workspace]:  # noqa: ANN001
@@ -326,7 +327,7 @@ def test_an_onnx_model_releases_end_to_end_through_the_canary(stack, tmp_path) -
     from mlflow.models import infer_signature
 
     _log(stack, "iris-onnx", "onnx", onx, x, signature=infer_signature(x))
-    spec = _spec("iris-onnx", "onnx", **{"repository.shape": "single", "repository.labels": None})
+    spec = _spec("iris-onnx", "onnx")  # a classifier ensemble over the ONNX model: label names from the spec
     outcome, ws = _release(stack, tmp_path, spec)
     assert outcome.promoted is not None
     report = _report(ws)

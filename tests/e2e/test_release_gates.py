@@ -27,7 +27,8 @@ pytestmark = [pytest.mark.integration]
 
 
 def _spec(model: str, prefix: str, **overrides):
-    return load_spec(SPEC, overrides={"model.name": model, "promote.store": f"s3://model-store/{prefix}", **overrides})
+    return load_spec(SPEC, overrides={"model.name": model, "promote.store": f"s3://model-store/{prefix}",
+                                   "canary.tune.enabled": False, **overrides})
 
 
 def _services(stack) -> Services:

@@ -153,6 +153,8 @@ def test_manifest_names_every_file_with_its_digest(onnx_models, tmp_path):
         "entry_model": "iris", "load_order": result.load_order, "models": result.models,
         # how to read the entry model's outputs, for the canary of a later release judging this one as champion
         "roles": {"label": "label", "probabilities": "probabilities"}, "labels": ["0", "1", "2"], "classes": [0, 1, 2],
+        "calls": {"iris": ["iris_model", "iris_postprocess", "iris_preprocess"], "iris_model": [], "iris_postprocess": [],
+                  "iris_preprocess": []},
     }
     assert (result.roles, result.labels, result.classes) == (manifest["repository"]["roles"], ["0", "1", "2"], [0, 1, 2])
     on_disk = sorted(p.relative_to(release_dir).as_posix() for p in release_dir.rglob("*") if p.is_file())

@@ -85,3 +85,13 @@ def test_a_decoupled_style_execute_returns_nothing():
     ''')
     result = analyze(source)
     assert result.execute_returns and result.execute_returns_value is None and result.bls_calls == []
+
+
+@pytest.mark.parametrize("source, keyword", [
+    ("return 1\n", "return"),
+    ("class TritonPythonModel:\n    yield 1\n", "yield"),
+    ("import asyncio\nawait asyncio.sleep(0)\n", "await"),
+])
+def test_what_only_a_function_may_hold_is_a_syntax_error(source, keyword):
+    # the parser accepts these, the compiler (and so Triton's import of model.py) does not
+    assert analyze(source).syntax_error == f"line {source.count(chr(10))}: '{keyword}' outside function"

@@ -32,6 +32,39 @@ def _step(config, model: str):
     return next(s for s in config.ensemble_scheduling.step if s.model_name == model)
 
 
+def _replace_config(root: Path, model: str, make: Callable[[Path], object]) -> None:
+    path = root / model / "config.pbtxt"
+    path.unlink()
+    make(path)
+
+
+def _socket_at(path: Path) -> None:
+    """A unix socket where a file should be: open(2) fails on it (ENXIO), even for root."""
+    import socket
+
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(path))
+
+
+def _sparse(path: Path, size: int) -> None:
+    with open(path, "wb") as handle:
+        handle.truncate(size)
+
+
+def _decoupled_mix(root: Path) -> None:
+    """preprocess is decoupled; postprocess reads both its result (through the classifier) and RAW directly."""
+    edit(root, "preprocess", lambda c: setattr(c.model_transaction_policy, "decoupled", True))
+    edit(root, "postprocess", lambda c: c.input.add(name="RAW", data_type=11, dims=[4]))
+    edit(root, "pipeline", lambda c: _step(c, "postprocess").input_map.update({"RAW": "RAW"}))
+
+
+def _overwrite_input(root: Path) -> None:
+    def change(c):
+        _step(c, "preprocess").output_map.update({"FEATURES": "RAW"})
+        _step(c, "classifier_onnx").input_map.update({"float_input": "RAW"})
+    edit(root, "pipeline", change)
+
+
 # rule -> (the model it must name, the mutation)
 CASES: dict[str, tuple[str, Callable[[Path], object]]] = {
     "repo-not-found": ("", lambda r: shutil.rmtree(r)),
@@ -42,7 +75,14 @@ CASES: dict[str, tuple[str, Callable[[Path], object]]] = {
     "platform-missing": ("classifier_onnx", lambda r: (edit(r, "classifier_onnx", lambda c: c.ClearField("backend")), (r / "classifier_onnx/1/model.onnx").rename(r / "classifier_onnx/1/graph.bin"))),
     "platform-inferred": ("classifier_onnx", lambda r: edit(r, "classifier_onnx", lambda c: c.ClearField("backend"))),
     "platform-unknown": ("classifier_onnx", lambda r: edit(r, "classifier_onnx", lambda c: (c.ClearField("backend"), setattr(c, "platform", "onnx_runtime")))),
-    "platform-conflict": ("classifier_onnx", lambda r: edit(r, "classifier_onnx", lambda c: setattr(c, "platform", "tensorrt_plan"))),
+    "platform-backend-pair": ("classifier_onnx", lambda r: edit(r, "classifier_onnx", lambda c: setattr(c, "platform", "tensorrt_plan"))),
+    "platform-conflict": ("add_sub", lambda r: edit(r, "add_sub", lambda c: setattr(c, "platform", "onnxruntime_onnx"))),
+    "ensemble-backend": ("pipeline", lambda r: edit(r, "pipeline", lambda c: setattr(c, "backend", "python"))),
+    "python-parameter-invalid": ("add_sub", lambda r: edit(r, "add_sub", lambda c: setattr(c.parameters["FORCE_CPU_ONLY_INPUT_TENSORS"], "string_value", "maybe"))),
+    "config-not-a-file": ("add_sub", lambda r: _replace_config(r, "add_sub", Path.mkdir)),
+    "file-symlink": ("add_sub", lambda r: _replace_config(r, "add_sub", lambda p: p.symlink_to(r.parent / "elsewhere.pbtxt"))),
+    "file-too-large": ("add_sub", lambda r: _replace_config(r, "add_sub", lambda p: _sparse(p, (1 << 20) + 1))),
+    "file-unreadable": ("add_sub", lambda r: _replace_config(r, "add_sub", _socket_at)),
     "backend-unknown": ("classifier_onnx", lambda r: edit(r, "classifier_onnx", lambda c: setattr(c, "backend", "my_custom_backend"))),
     "scheduling-not-ensemble": ("add_sub", lambda r: edit(r, "add_sub", lambda c: c.ensemble_scheduling.step.add(model_name="preprocess"))),
     "model-file-missing": ("classifier_onnx", lambda r: (r / "classifier_onnx/1/model.onnx").rename(r / "classifier_onnx/1/model.bin")),
@@ -51,33 +91,54 @@ CASES: dict[str, tuple[str, Callable[[Path], object]]] = {
     "version-not-numeric": ("add_sub", lambda r: (r / "add_sub/v2").mkdir()),
     "version-leading-zero": ("add_sub", lambda r: shutil.copytree(r / "add_sub/1", r / "add_sub/02")),
     "version-policy-missing": ("add_sub", lambda r: edit(r, "add_sub", lambda c: c.version_policy.specific.versions.extend([1, 2]))),
+    "version-misread": ("add_sub", lambda r: (r / "add_sub/1").rename(r / "add_sub/1abc")),
+    "version-policy-latest-zero": ("add_sub", lambda r: edit(r, "add_sub", lambda c: c.version_policy.latest.SetInParent())),
     "version-policy-none": ("add_sub", lambda r: edit(r, "add_sub", lambda c: c.version_policy.specific.versions.extend([2]))),
     "version-stray": ("add_sub", lambda r: shutil.copytree(r / "add_sub/1", r / "add_sub/3")),
     "batch-size-invalid": ("add_sub", lambda r: edit(r, "add_sub", lambda c: setattr(c, "max_batch_size", -1))),
     "preferred-batch-size": ("classifier_onnx", lambda r: edit(r, "classifier_onnx", lambda c: c.dynamic_batching.preferred_batch_size.append(16))),
+    "priority-level-invalid": ("classifier_onnx", lambda r: edit(r, "classifier_onnx", lambda c: setattr(c.dynamic_batching, "priority_levels", 2))),
+    "preserve-ordering-conflict": ("classifier_onnx", lambda r: edit(r, "classifier_onnx", lambda c: (setattr(c.dynamic_batching, "priority_levels", 2), setattr(c.dynamic_batching, "default_priority_level", 1), setattr(c.dynamic_batching, "preserve_ordering", True)))),
+    "response-cache-conflict": ("add_sub", lambda r: edit(r, "add_sub", lambda c: (setattr(c.model_transaction_policy, "decoupled", True), setattr(c.response_cache, "enable", True)))),
+    "sequence-batching-invalid": ("add_sub", lambda r: edit(r, "add_sub", lambda c: c.sequence_batching.control_input.add(name="CORRID", control=[dict(kind=3, data_type=11)]))),
+    "instance-gpus-invalid": ("add_sub", lambda r: edit(r, "add_sub", lambda c: c.instance_group[0].gpus.append(0))),
+    "instance-kind-gpu": ("add_sub", lambda r: edit(r, "add_sub", lambda c: setattr(c.instance_group[0], "kind", 1))),
+    "tensorrt-only-field": ("add_sub", lambda r: edit(r, "add_sub", lambda c: setattr(c.input[0], "is_shape_tensor", True))),
+    "tensor-name-empty": ("add_sub", lambda r: edit(r, "add_sub", lambda c: setattr(c.output[1], "name", ""))),
+    "reshape-invalid": ("add_sub", lambda r: edit(r, "add_sub", lambda c: c.input[0].reshape.shape.append(0))),
+    "tensor-format-dims": ("add_sub", lambda r: edit(r, "add_sub", lambda c: setattr(c.input[0], "format", 2))),
+    "label-file-missing": ("add_sub", lambda r: edit(r, "add_sub", lambda c: setattr(c.output[0], "label_filename", "labels.txt"))),
+    "batch-io-invalid": ("add_sub", lambda r: edit(r, "add_sub", lambda c: c.batch_input.add(kind=0, target_name=["X"], data_type=8, source_input=["NOPE"]))),
     "instance-count-invalid": ("classifier_onnx", lambda r: edit(r, "classifier_onnx", lambda c: setattr(c.instance_group[0], "count", -2))),
     "tensor-duplicate": ("add_sub", lambda r: edit(r, "add_sub", lambda c: c.input.add(name="INPUT0", data_type=11, dims=[4]))),
     "datatype-invalid": ("add_sub", lambda r: edit(r, "add_sub", lambda c: setattr(c.input[1], "data_type", 0))),
     "dims-invalid": ("add_sub", lambda r: edit(r, "add_sub", lambda c: c.input[0].dims.__setitem__(0, 0))),
     "reshape-mismatch": ("classifier_onnx", lambda r: edit(r, "classifier_onnx", lambda c: c.output[0].reshape.shape.append(2))),
     "ensemble-instance-group": ("pipeline", lambda r: edit(r, "pipeline", lambda c: c.instance_group.add(count=1))),
+    "ensemble-own-settings": ("pipeline", lambda r: edit(r, "pipeline", lambda c: c.model_warmup.add(name="w", batch_size=1))),
+    "ensemble-step-incomplete": ("pipeline", lambda r: edit(r, "pipeline", lambda c: _step(c, "postprocess").ClearField("output_map"))),
+    "ensemble-member-invalid": ("pipeline", lambda r: edit_source(r, "postprocess", "NAMES = np.array", "NAMES = npx.array")),
+    "ensemble-input-overwritten": ("pipeline", _overwrite_input),
+    "ensemble-decoupled-mix": ("pipeline", _decoupled_mix),
+    "ensemble-cycle": ("pipeline", lambda r: edit(r, "pipeline", lambda c: setattr(_step(c, "postprocess"), "model_name", "pipeline"))),
     "ensemble-no-steps": ("pipeline", lambda r: edit(r, "pipeline", lambda c: c.ensemble_scheduling.ClearField("step"))),
     "ensemble-step-missing": ("pipeline", lambda r: edit(r, "pipeline", lambda c: setattr(_step(c, "postprocess"), "model_name", "postprocessor"))),
     "ensemble-version-missing": ("pipeline", lambda r: edit(r, "pipeline", lambda c: setattr(_step(c, "classifier_onnx"), "model_version", 7))),
     "ensemble-batch-size": ("pipeline", lambda r: edit(r, "pipeline", lambda c: setattr(c, "max_batch_size", 64))),
     "ensemble-map-unknown": ("pipeline", lambda r: edit(r, "pipeline", lambda c: (_step(c, "postprocess").input_map.pop("probabilities"), _step(c, "postprocess").input_map.update({"probs": "probabilities"})))),
-    "ensemble-input-unmapped": ("pipeline", lambda r: edit(r, "classifier_onnx", lambda c: c.input.add(name="mask", data_type=11, dims=[4]))),
+    "ensemble-input-unmapped": ("pipeline", lambda r: edit(r, "postprocess", lambda c: c.input.add(name="mask", data_type=11, dims=[3]))),
     "ensemble-tensor-double": ("pipeline", lambda r: edit(r, "pipeline", lambda c: _step(c, "postprocess").output_map.update({"label": "probabilities"}))),
     "ensemble-tensor-unproduced": ("pipeline", lambda r: edit(r, "pipeline", lambda c: _step(c, "classifier_onnx").input_map.update({"float_input": "featurs"}))),
     "ensemble-input-unused": ("pipeline", lambda r: edit(r, "pipeline", lambda c: c.input.add(name="EXTRA", data_type=11, dims=[4]))),
     "ensemble-tensor-unused": ("pipeline", lambda r: edit(r, "pipeline", lambda c: _step(c, "classifier_onnx").output_map.update({"label": "class_index"}))),
     "ensemble-dtype-mismatch": ("pipeline", lambda r: edit(r, "postprocess", lambda c: setattr(c.input[0], "data_type", 12))),
     "ensemble-shape-mismatch": ("pipeline", lambda r: edit(r, "postprocess", lambda c: c.input[0].dims.__setitem__(0, 5))),
-    "dependency-cycle": ("bls_async", lambda r: (edit_source(r, "bls_sync", '"add_sub"', '"bls_async"'), edit_source(r, "bls_async", '"add_sub"', '"bls_sync"'))),
+    "bls-cycle": ("bls_async", lambda r: (edit_source(r, "bls_sync", '"add_sub"', '"bls_async"'), edit_source(r, "bls_async", '"add_sub"', '"bls_sync"'))),
     "python-syntax": ("add_sub", lambda r: edit_source(r, "add_sub", "def execute(self, requests):", "def execute(self, requests:")),
     "python-no-model-class": ("preprocess", lambda r: edit_source(r, "preprocess", "class TritonPythonModel:", "class Preprocess:")),
     "python-no-execute": ("preprocess", lambda r: edit_source(r, "preprocess", "def execute(", "def run(")),
     "python-await-in-sync": ("bls_async", lambda r: edit_source(r, "bls_async", "async def execute", "def execute")),
+    "python-undefined-at-load": ("postprocess", lambda r: edit_source(r, "postprocess", "NAMES = np.array", "NAMES = npx.array")),
     "python-undefined-name": ("postprocess", lambda r: edit_source(r, "postprocess", "NAMES[probabilities", "LABEL_NAMES[probabilities")),
     "python-no-responses": ("preprocess", lambda r: edit_source(r, "preprocess", "        return responses\n", "")),
     "decoupled-returns": ("add_sub", lambda r: edit(r, "add_sub", lambda c: setattr(c.model_transaction_policy, "decoupled", True))),

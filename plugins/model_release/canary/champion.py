@@ -79,6 +79,8 @@ class Champion:
     model_version: str | None = None
     #: the channel's pointer was read (so ``release_id`` None means "no pointer"): promotion pins it
     pinned: bool = False
+    #: (served) model -> the models it calls, renamed
+    calls: dict[str, list[str]] = field(default_factory=dict)
 
     def describe(self) -> dict[str, Any]:
         """What the report records about the champion."""
@@ -146,6 +148,7 @@ def _served(store: Any, release_id: str, channel: str, folder: Path) -> Champion
         interface=Interface(roles, labels, repo.get("classes")),
         contract=contract_of(renamed, entry, labels if LABEL in roles else None),
         manifest=manifest, model_version=str(model.get("version")),
+        calls={names.get(m, m): [names.get(c, c) for c in cs] for m, cs in (repo.get("calls") or {}).items()},
     )
 
 

@@ -201,3 +201,61 @@ def ks_gate(spec: ReleaseSpec, shift: dict[str, Any] | None, champion_name: str,
                 message=f"the candidate's predictions are distributed unlike {champion_name}'s: KS statistic {ks:.4g} > "
                         f"canary.champion.max_ks {limit:g} (Wasserstein distance {shift['wasserstein']:.4g})"
                 if ks > limit else f"prediction distribution KS {ks:.4g}")
+
+
+# --- latency under load --------------------------------------------------------------------------
+
+
+def load_gates(spec: ReleaseSpec, candidate: dict[str, Any], champion: dict[str, Any] | None, champion_name: str,
+               why_not: str, paired: dict[str, Any] | None = None) -> list[Gate]:
+    """Errors, the absolute SLO and the ratios to the champion, from the load phase's figures.
+
+    The ratios are the medians over alternating window pairs (``paired``, see
+    :func:`~.load.paired_ratios`); the figures named beside them are each side's over its settled windows.
+    """
+    load = spec.canary.load
+    gates = [_errors_gate(candidate)]
+    p99, tput = candidate["p99_ms"], candidate["throughput_rows_per_s"]
+    settled = "" if candidate["stable"] else (f" (not settled: the last {load.stable_windows} windows did not agree "
+                                               f"within {load.stability:.0%} before canary.load.budget_s {load.budget_s:g} s ran out)")
+    slo = spec.canary.p99_ms
+    if slo is None:
+        gates.append(skipped("load.slo_p99", "canary.p99_ms", "no absolute SLO set"))
+    else:
+        gates.append(Gate("load.slo_p99", p99 <= slo, "canary.p99_ms", candidate=p99, limit=f"<= {slo:g} ms",
+                          message=f"p99 latency under load {p99:.3f} ms exceeds canary.p99_ms {slo:g} ms at concurrency "
+                                  f"{load.concurrency} x {load.batch_rows} rows{settled}" if p99 > slo
+                          else f"p99 {p99:.3f} ms within the SLO {slo:g} ms"))
+    if champion is None:
+        gates.append(skipped("load.p99_ratio", "canary.load.max_p99_ratio", why_not))
+        gates.append(skipped("load.throughput_ratio", "canary.load.min_throughput_ratio", why_not))
+        return gates
+    paired = paired or {}
+    ratio = paired.get("p99_ratio", p99 / champion["p99_ms"] if champion["p99_ms"] > 0 else float("inf"))
+    pairs = f"median of {paired['pairs']} alternating window pairs, " if paired.get("pairs") else ""
+    gates.append(Gate(
+        "load.p99_ratio", ratio <= load.max_p99_ratio, "canary.load.max_p99_ratio", candidate=p99, champion=champion["p99_ms"],
+        limit=f"<= {load.max_p99_ratio:g} x the champion's",
+        message=(f"p99 latency under load {p99:.3f} ms is {ratio:.2f} x {champion_name}'s {champion['p99_ms']:.3f} ms, "
+                 f"over canary.load.max_p99_ratio {load.max_p99_ratio:g} ({pairs}same server, concurrency "
+                 f"{load.concurrency} x {load.batch_rows} rows){settled}") if ratio > load.max_p99_ratio
+        else f"p99 {p99:.3f} ms, {ratio:.2f} x the champion's {champion['p99_ms']:.3f} ms"))
+    share = paired.get("throughput_ratio", tput / champion["throughput_rows_per_s"] if champion["throughput_rows_per_s"] > 0 else 0.0)
+    gates.append(Gate(
+        "load.throughput_ratio", share >= load.min_throughput_ratio, "canary.load.min_throughput_ratio", candidate=tput,
+        champion=champion["throughput_rows_per_s"], limit=f">= {load.min_throughput_ratio:g} x the champion's",
+        message=(f"throughput under load {tput:.0f} rows/s is {share:.2f} x {champion_name}'s "
+                 f"{champion['throughput_rows_per_s']:.0f} rows/s, under canary.load.min_throughput_ratio "
+                 f"{load.min_throughput_ratio:g} ({pairs.rstrip(', ') or 'merged windows'}){settled}") if share < load.min_throughput_ratio
+        else f"throughput {tput:.0f} rows/s, {share:.2f} x the champion's"))
+    return gates
+
+
+def _errors_gate(candidate: dict[str, Any]) -> Gate:
+    errors = candidate["errors"]
+    if not errors:
+        return Gate("load.errors", True, "canary.load", candidate=0, limit="0 errors",
+                    message=f"{candidate['requests']} requests under load, no error")
+    return Gate("load.errors", False, "canary.load", candidate=errors, limit="0 errors",
+                message=f"{errors} request(s) failed under load (the first: {candidate.get('first_error')}); a release that "
+                        "fails requests under load cannot ship")

@@ -55,6 +55,10 @@ class CanaryReport:
     shift: dict[str, Any] | None = None
     #: every gate that judged the model (contract, nonfinite, quality.*, champion.*), see canary.gates
     gates: list[dict[str, Any]] | None = None
+    #: the load phase: per target (candidate, champion) its figures, windows and where the time goes per model
+    load_phase: dict[str, Any] | None = None
+    #: the serving-config search (canary.tune): trials, the chosen configuration, the confirmation
+    tuning: dict[str, Any] | None = None
     #: where the verdict was recorded besides this report (the MLflow run), or why it was not
     recorded: dict[str, Any] | None = None
     passed: bool | None = None
@@ -76,7 +80,7 @@ class CanaryReport:
 
     def figures(self) -> dict[str, Any]:
         """The figures the manifest and the stage result keep."""
-        timing = self.timing or {}
+        timing = (self.load_phase or {}).get("candidate") or self.timing or {}
         return {
             "parity": {n: {k: f.get(k) for k in ("kind", "max_abs", "agreement", "failing_rows", "passed")}
                        for n, f in (self.parity or {}).items()},
@@ -87,15 +91,19 @@ class CanaryReport:
             "champion": (self.champion or {}).get("release_id") or (self.champion or {}).get("name"),
             "gates": {g["name"]: ("skipped" if g["passed"] is None else "passed" if g["passed"] else "failed")
                       for g in self.gates or []},
+            "load_champion": {k: ((self.load_phase or {}).get("champion") or {}).get(k) for k in ("p99_ms", "throughput_rows_per_s")},
+            "tuning": {k: (self.tuning or {}).get(k) for k in ("chosen_label", "chosen", "kept_default", "confirm", "trials")}
+            if self.tuning and "trials" in self.tuning else None,
         }
 
     def summary(self) -> str:
         """One line: the verdict and the figures that matter."""
         if not self.passed:
             return "canary rejected: " + "; ".join(self.reasons)
-        timing = self.timing or {}
-        return (f"canary passed: {self.golden.get('rows')} golden rows, p99 {timing.get('p99_ms', math.nan):.2f} ms, "
-                f"{timing.get('throughput_rows_per_s', math.nan):.0f} rows/s on {self.server.get('description')}")
+        timing = (self.load_phase or {}).get("candidate") or self.timing or {}
+        how = "under load" if self.load_phase else "on the replay"
+        return (f"canary passed: {self.golden.get('rows')} golden rows, p99 {timing.get('p99_ms', math.nan):.2f} ms "
+                f"{how}, {timing.get('throughput_rows_per_s', math.nan):.0f} rows/s on {self.server.get('description')}")
 
 
 def verdict(

@@ -126,6 +126,55 @@ class CanaryServer:
 
         return self._load_each(order, request)
 
+    def statistics(self) -> dict[str, dict[str, float]]:
+        """Cumulative per-model statistics (Triton's statistics extension), summed over versions.
+
+        Keys per model: ``success_count``, ``success_ns`` (request duration), ``queue_ns``,
+        ``compute_input_ns``, ``compute_infer_ns``, ``compute_output_ns``, ``execution_count``
+        (batches executed) and ``inference_count`` (rows).
+        """
+        out: dict[str, dict[str, float]] = {}
+        for model in self._client.get_inference_statistics().get("model_stats", []):
+            stats = model.get("inference_stats", {})
+            entry = out.setdefault(model["name"], {})
+            figures = {
+                "success_count": stats.get("success", {}).get("count", 0), "success_ns": stats.get("success", {}).get("ns", 0),
+                "queue_ns": stats.get("queue", {}).get("ns", 0),
+                "compute_input_ns": stats.get("compute_input", {}).get("ns", 0),
+                "compute_infer_ns": stats.get("compute_infer", {}).get("ns", 0),
+                "compute_output_ns": stats.get("compute_output", {}).get("ns", 0),
+                "execution_count": model.get("execution_count", 0), "inference_count": model.get("inference_count", 0),
+            }
+            for key, value in figures.items():
+                entry[key] = entry.get(key, 0) + int(value)
+        return out
+
+    def load_with_config(self, name: str, config: Any) -> float:
+        """(Re)load ``name`` from its repository with ``config`` (a ModelConfig) in place of its config.pbtxt.
+
+        Returns:
+            The seconds the load took.
+
+        Raises:
+            CanaryRejected: Triton refused the configuration (its message quoted).
+        """
+        from google.protobuf import json_format
+        from tritonclient.utils import InferenceServerException
+
+        t0 = time.perf_counter()
+        try:
+            self._client.load_model(name, config=json_format.MessageToJson(config, preserving_proto_field_name=True))
+        except InferenceServerException as exc:
+            raise CanaryRejected(f'model "{name}" refused a tuning configuration: {_first_lines(exc.message())}') from None
+        return time.perf_counter() - t0
+
+    def config(self, name: str) -> Any:
+        """The loaded model's configuration as Triton holds it (a ModelConfig)."""
+        from google.protobuf import json_format
+        from tritonclient.grpc import model_config_pb2
+
+        return json_format.ParseDict(self._client.get_model_config(name), model_config_pb2.ModelConfig(), ignore_unknown_fields=True)
+
     def unload(self, order: list[str]) -> None:
         """Unload ``order`` in reverse, ignoring errors (a remote canary must not keep the candidate)."""
         for name in reversed(order):

@@ -18,6 +18,7 @@ into one typed :class:`~.report.CanaryReport`.
 from __future__ import annotations
 
 import contextlib
+import logging
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -28,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CanaryRejected
+from ..errors import CanaryRejected, UserError
 from ..metrics import CLASSIFICATION, REGRESSION
 from ..roles import LABEL, VARIABLE
 from ..spec import DEFAULT_MIN_GOLDEN_ROWS, ReleaseSpec
@@ -40,10 +41,13 @@ from . import quality as q
 from .champion import NATIVE, NONE, SERVED, Champion
 from .client import ReplayResult, TritonHttpClient, replay
 from .contract import breaks, contract_of
+from .load import paired_ratios as load_paired
 from .report import CanaryReport, verdict, write_reports
 from .remote import Delivery, RemoteCanary, check_plans
 from .server import CanaryServer
 from .shim import prepare_canary_repository
+
+log = logging.getLogger(__name__)
 
 #: finds the champion, given a folder to fetch it into
 ChampionFinder = Callable[[Path], Champion]
@@ -56,6 +60,8 @@ class _Replays:
     candidate: ReplayResult
     champion: ReplayResult | None = None
     champion_skipped: str | None = None
+    #: the load phase's figures of ``candidate`` and (when replayed) ``champion``
+    load: dict[str, dict[str, Any]] | None = None
 
 
 @dataclass
@@ -76,20 +82,22 @@ def _load_npz(path: str, what: str) -> dict[str, np.ndarray]:
 
 @contextlib.contextmanager
 def _triton(spec: ReleaseSpec, assembled: AssembleResult, folder: Path, endpoint: str | None,
-            champion: Champion, remote: RemoteCanary | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Yield (url, server facts): a LocalTriton on a shimmed copy (the champion's models beside the
-    candidate's), the remote canary (models delivered by :mod:`.remote`), or the given endpoint."""
+            champion: Champion, remote: RemoteCanary | None = None,
+            ) -> Iterator[tuple[str, dict[str, Any], Callable[[], str | None]]]:
+    """Yield (url, server facts, alive): a LocalTriton on a shimmed copy (the champion's models beside
+    the candidate's), the remote canary (models delivered by :mod:`.remote`), or the given endpoint.
+    ``alive()`` is None while the server runs, else why not."""
     if remote is not None:
         yield remote.url.removeprefix("http://"), {
             "mode": "remote", "url": remote.url, "description": remote.describe(), "shimmed_models": [],
             "repository": remote.repository or "none (models pushed through the load API)",
-        }
+        }, lambda: None
         return
     if endpoint is not None:
         yield endpoint.removeprefix("http://"), {
             "mode": "endpoint", "url": endpoint, "description": "remote Triton, backends as deployed", "shimmed_models": [],
             "repository": "the endpoint's own model repository",
-        }
+        }, lambda: None
         return
     from ..local.triton import LocalTriton
 
@@ -108,7 +116,12 @@ def _triton(spec: ReleaseSpec, assembled: AssembleResult, folder: Path, endpoint
     # the server's own files go to a temporary folder; only its log stays, beside the report
     with LocalTriton(copy.path, log_path=folder / "tritonserver.log", ready_timeout=spec.canary.ready_timeout_s) as triton:
         facts["url"] = triton.http_url
-        yield triton.http_url, facts
+
+        def alive() -> str | None:
+            code = triton.process.poll() if triton.process is not None else None
+            return None if code is None else f"the canary Triton exited with code {code}"
+
+        yield triton.http_url, facts, alive
 
 
 def run_canary(
@@ -164,11 +177,13 @@ def run_canary(
     try:
         replays = _serve_and_replay(spec, assembled, export, golden, champion, folder, endpoint, report, remote, open_store)
         passed, reasons = _judge(spec, assembled, golden, replays, champion, report)
-    except CanaryRejected as exc:  # the candidate's fault: the report says why before the error goes up
+    except UserError as exc:  # the candidate's (or the spec's) fault: the report says why before the error goes up
         if report.closed:
             raise
         result = _close(report, folder, False, [exc.message], t0, champion, record)
-        raise CanaryRejected(f"{exc.message} The report is at {result.report_json}.", result=result) from None
+        if isinstance(exc, CanaryRejected):
+            raise CanaryRejected(f"{exc.message} The report is at {result.report_json}.", result=result) from None
+        raise exc.restated(f"{exc.message}. The report is at {result.report_json}.") from None
     result = _close(report, folder, passed, reasons, t0, champion, record)
     if not passed:
         raise CanaryRejected(
@@ -204,7 +219,7 @@ def _serve_and_replay(
     order = list(assembled.load_order)
     if assembled.entry_model not in order:
         order.append(assembled.entry_model)
-    with _triton(spec, assembled, folder, endpoint, champion, remote) as (url, server_facts):
+    with _triton(spec, assembled, folder, endpoint, champion, remote) as (url, server_facts, alive):
         report.server = server_facts
         server = CanaryServer(url, ready_timeout=spec.canary.ready_timeout_s)
         pushed: list[str] = []
@@ -231,11 +246,13 @@ def _serve_and_replay(
                 pushed = champion.load_order
                 replays.champion, replays.champion_skipped = _replay_champion(
                     spec, server, url, champion, golden, endpoint, report, delivery)
+            if spec.canary.load.enabled:
+                replays.load = _under_load(spec, server, url, assembled, champion, replays, golden, folder, alive, report)
             return replays
         finally:
             if delivery is not None:
                 server_facts.update(delivery.facts(), cleanup=delivery.close())
-            else:
+            elif alive() is None:  # a dead server (its stubs may still hold the sockets) is not asked anything
                 if endpoint is not None:
                     server.unload(order)
                 server.unload(pushed)
@@ -313,6 +330,45 @@ def _replay_champion(
     return result, None
 
 
+def _under_load(spec: ReleaseSpec, server: CanaryServer, url: str, assembled: AssembleResult, champion: Champion,
+                replays: _Replays, golden: _Golden, folder: Path, alive: Callable[[], str | None],
+                report: CanaryReport) -> dict[str, dict[str, Any]]:
+    """Tune (when asked), then the load phase: candidate and champion in alternating windows."""
+    from . import latency
+
+    entries = {latency.CANDIDATE: server.entry(assembled.entry_model)}
+    if replays.champion is not None:
+        entries[latency.CHAMPION] = server.entry(champion.entry)
+    runner = latency.load_runner(url, server, entries, golden.inputs, spec.canary.load, alive=alive)
+    try:
+        if spec.canary.tune.enabled:
+            from .tune import tune
+
+            report.tuning = tune(spec, server, runner, assembled, folder, champion_target=latency.CHAMPION in entries)
+        measured = latency.load_phase(runner, list(entries), spec.canary.load, progress=lambda line: log.info("canary: %s", line))
+    finally:
+        runner.close()
+    gone = alive()
+    if gone is not None:
+        raise CanaryRejected(f"{gone} during the load phase (the candidate was being served); nothing after it was "
+                             f"judged. The server log is {report.server.get('log')}")
+    used = spec.canary.load.stable_windows
+    figures = {t: m.figures(used) for t, m in measured.items()}
+    if latency.CHAMPION in measured:
+        figures["paired"] = load_paired(measured[latency.CANDIDATE], measured[latency.CHAMPION])
+    calls = {**assembled.calls, **(champion.calls if replays.champion is not None else {})}
+    report.load_phase = {
+        "concurrency": spec.canary.load.concurrency, "batch_rows": spec.canary.load.batch_rows,
+        "window_s": spec.canary.load.window_s, "budget_s": spec.canary.load.budget_s,
+        "note": ("measured on the embedded CPU Triton through the python-backend onnxruntime shim: these figures are "
+                 "the shim's, not a GPU Triton's" if report.server.get("mode") == "local" else "measured on the endpoint"),
+        **{t: {**figures[t], "windows": [w.summary() for w in measured[t].windows],
+               "models": latency.where_time_goes(measured[t], used, calls)} for t in measured},
+        "paired": figures.get("paired"),
+    }
+    return figures
+
+
 def _unfit_inputs(champion: Champion, golden: _Golden) -> list[str]:
     """The champion's inputs this golden set cannot feed (missing, or of other dims): it is then not replayed."""
     unfit = []
@@ -336,8 +392,6 @@ def _judge(spec: ReleaseSpec, assembled: AssembleResult, golden: _Golden, replay
     report.parity, report.not_compared = parity.to_dict(), unmatched
     timing = replays.candidate.timing()
     report.timing = timing
-    report.slo = {"p99_ms_limit": spec.canary.p99_ms, "p99_ms": timing["p99_ms"],
-                  "passed": spec.canary.p99_ms is None or timing["p99_ms"] <= spec.canary.p99_ms}
     expectations = _expectations(spec, interface, served, report)
     champion_outputs, why_not = _champion_outputs(champion, replays)
     if replays.champion is not None:
@@ -348,8 +402,17 @@ def _judge(spec: ReleaseSpec, assembled: AssembleResult, golden: _Golden, replay
         *_quality(spec, interface, served, golden, champion, champion_outputs, report),
         *_likeness(spec, interface, served, champion, champion_outputs, why_not, report),
     ]
+    replay_slo = None  # the SLO is judged on the load phase; on the replay's burst only when there is none
+    if replays.load is not None:
+        gates += gt.load_gates(spec, replays.load["candidate"], replays.load.get("champion"), champion.name,
+                               why_not or "the champion was not served beside the candidate", replays.load.get("paired"))
+        p99 = replays.load["candidate"]["p99_ms"]
+    else:
+        replay_slo, p99 = spec.canary.p99_ms, timing["p99_ms"]
+    report.slo = {"p99_ms_limit": spec.canary.p99_ms, "p99_ms": p99, "measured_by": "load phase" if replays.load else "replay",
+                  "passed": spec.canary.p99_ms is None or p99 <= spec.canary.p99_ms}
     report.gates = [g.to_dict() for g in gates]
-    _, reasons = verdict(parity, timing, spec.canary.p99_ms, expectations)
+    _, reasons = verdict(parity, timing, replay_slo, expectations)
     reasons += [g.reason for g in gates if g.failed]
     return not reasons, reasons
 
@@ -436,4 +499,5 @@ def _close(report: CanaryReport, folder: Path, passed: bool, reasons: list[str],
     json_path, html_path = write_reports(folder, report)
     return CanaryResult(passed=passed, report_json=str(json_path), report_html=str(html_path), summary=report.summary(),
                         figures=report.figures(), server=report.server, champion_release=champion.release_id,
-                        champion_kind=champion.kind, champion_pinned=champion.pinned)
+                        champion_kind=champion.kind, champion_pinned=champion.pinned,
+                        repository_dir=(report.tuning or {}).get("repository"))

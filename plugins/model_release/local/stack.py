@@ -5,6 +5,10 @@
 - an Airflow home with a migrated SQLite metadata DB, for ``airflow dags test``;
 - the local Triton is started by the canary stage itself (:mod:`model_release.local.triton`).
 
+This is the stack of ``make demo`` and the end-to-end tests: it lives as long as the ``with`` block.
+``model-release up`` runs the same pieces as long-running services, MLflow as a server and S3 with
+its state on disk (:mod:`model_release.local.up`).
+
 Use it as a context manager: every process it started is stopped on exit, also on error::
 
     with EmbeddedStack(Path(".work/demo")) as stack:
@@ -26,6 +30,21 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 PROJECT = Path(__file__).resolve().parents[3]
+
+
+def connection_env(tracking_uri: str, endpoint_url: str) -> dict[str, str]:
+    """Airflow's ``mlflow_default`` and ``aws_default`` connections for a stack, as environment variables.
+
+    The S3 connection carries the local endpoint's dummy credentials (moto accepts any).
+    """
+    from .s3 import _MOTO_KEY_ID, _MOTO_SECRET
+
+    aws = {"conn_type": "aws", "login": _MOTO_KEY_ID, "password": _MOTO_SECRET,
+           "extra": {"endpoint_url": endpoint_url, "region_name": "us-east-1"}}
+    return {
+        "AIRFLOW_CONN_AWS_DEFAULT": json.dumps(aws),
+        "AIRFLOW_CONN_MLFLOW_DEFAULT": json.dumps({"conn_type": "http", "extra": {"tracking_uri": tracking_uri}}),
+    }
 
 
 @dataclass
@@ -90,14 +109,6 @@ class EmbeddedStack:
 
     def env(self) -> dict[str, str]:
         """Environment for a subprocess (``airflow dags test``, the CLI) that uses this stack."""
-        from .s3 import _MOTO_KEY_ID, _MOTO_SECRET  # the endpoint's dummy credentials
-
-        conn = {
-            "conn_type": "aws",
-            "login": _MOTO_KEY_ID,
-            "password": _MOTO_SECRET,
-            "extra": {"endpoint_url": self.endpoint_url, "region_name": "us-east-1"},
-        }
         env = dict(os.environ)
         env.update(
             MLFLOW_TRACKING_URI=str(self.tracking_uri),
@@ -110,8 +121,7 @@ class EmbeddedStack:
             AIRFLOW__CORE__LOAD_EXAMPLES="False",
             AIRFLOW__CORE__PARALLELISM="4",
             AIRFLOW__LOGGING__COLORED_CONSOLE_LOG="False",
-            AIRFLOW_CONN_AWS_DEFAULT=json.dumps(conn),
-            AIRFLOW_CONN_MLFLOW_DEFAULT=json.dumps({"conn_type": "http", "extra": {"tracking_uri": self.tracking_uri}}),
+            **connection_env(str(self.tracking_uri), self.endpoint_url),
         )
         env.pop("AWS_PROFILE", None)
         return env

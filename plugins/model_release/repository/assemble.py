@@ -105,6 +105,7 @@ def assemble(
     else:  # pragma: no cover - the spec's Literal refuses it first
         raise AssembleError(f"repository.shape {shape!r} is unknown; valid: classifier, cascade, fanout, single")
     _size_bls_instances(models, spec.repository.instances)
+    calls = {m.name: sorted({*m.calls, *(s.model_name for s in m.config.ensemble_scheduling.step)}) for m in models}
     for model in models:
         _write_model(models_dir, model, version)
 
@@ -130,6 +131,7 @@ def assemble(
         roles=roles,
         labels=labels,
         classes=classes,
+        calls=calls,
     )
     manifest_path = release_dir / "release.json"
     write_manifest(manifest_path, manifest)
@@ -143,6 +145,7 @@ def assemble(
         roles=roles,
         labels=labels,
         classes=classes,
+        calls=calls,
     )
 
 

@@ -1,67 +1,45 @@
-"""Lint findings, the report, and the table of rules (id -> severity, what it catches)."""
+"""Lint findings and the report; text that reaches a terminal is made safe here.
+
+Every field of a :class:`Finding` is escaped (control characters shown as ``\\n``, ``\\x1b``...,
+as ``repr`` shows them) and capped in length when the finding is made, so no folder name or file
+content can move the cursor, colour the terminal or fill it. :func:`listing` summarises long lists.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Iterable
 
-ERROR, WARNING = "error", "warning"
+from .rules import ERROR, WARNING
 
-#: rule id -> (severity, what it catches)
-RULES: dict[str, tuple[str, str]] = {
-    "repo-not-found": (ERROR, "the repository path is not a folder"),
-    "config-missing": (ERROR, "a model folder without config.pbtxt or a model file Triton could infer one from"),
-    "config-autocomplete": (WARNING, "no config.pbtxt: Triton infers one from the model file, unchecked"),
-    "config-parse": (ERROR, "config.pbtxt is not a valid ModelConfig"),
-    "name-mismatch": (ERROR, "config name differs from the folder name"),
-    "platform-missing": (ERROR, "neither platform nor backend, nor a model file to infer one from"),
-    "platform-inferred": (WARNING, "no platform or backend: Triton infers the backend from the file name"),
-    "platform-unknown": (ERROR, "a platform Triton does not know"),
-    "platform-conflict": (WARNING, "platform and backend disagree: Triton goes by the backend"),
-    "backend-unknown": (WARNING, "a backend this linter does not know"),
-    "scheduling-not-ensemble": (ERROR, "ensemble_scheduling on a model that is not an ensemble"),
-    "model-file-missing": (ERROR, "a served version folder lacks the file its platform loads"),
-    "version-none": (ERROR, "no numeric version folder"),
-    "version-empty": (ERROR, "a served version folder is empty"),
-    "version-not-numeric": (WARNING, "a version folder Triton ignores because it is not a number"),
-    "version-leading-zero": (WARNING, "a version folder starting with 0, which Triton ignores"),
-    "version-policy-missing": (WARNING, "a specific version policy names a missing version (others load)"),
-    "version-policy-none": (ERROR, "a specific version policy names no existing version"),
-    "version-stray": (WARNING, "several versions under a latest policy: the highest is served"),
-    "batch-size-invalid": (ERROR, "max_batch_size below 0"),
-    "preferred-batch-size": (ERROR, "a preferred batch size above max_batch_size"),
-    "instance-count-invalid": (WARNING, "an instance group with a negative count"),
-    "tensor-duplicate": (WARNING, "two inputs or two outputs with the same name"),
-    "datatype-invalid": (ERROR, "a tensor without a data type"),
-    "dims-invalid": (ERROR, "a tensor with no dims, a 0 or a value below -1"),
-    "reshape-mismatch": (ERROR, "reshape whose element count differs from dims"),
-    "ensemble-instance-group": (ERROR, "instance_group on an ensemble"),
-    "ensemble-no-steps": (ERROR, "an ensemble without steps"),
-    "ensemble-step-missing": (ERROR, "an ensemble step naming a model not in the repository"),
-    "ensemble-version-missing": (ERROR, "an ensemble step asking for a version the member does not serve"),
-    "ensemble-batch-size": (ERROR, "an ensemble batching beyond a member's max_batch_size"),
-    "ensemble-map-unknown": (ERROR, "a map key that is not a tensor of the member"),
-    "ensemble-input-unmapped": (ERROR, "a member input missing from its step's input_map"),
-    "ensemble-tensor-double": (ERROR, "an ensemble tensor with two producers"),
-    "ensemble-tensor-unproduced": (ERROR, "an ensemble tensor nobody produces"),
-    "ensemble-input-unused": (ERROR, "an ensemble input no step reads"),
-    "ensemble-tensor-unused": (ERROR, "an intermediate tensor nobody reads"),
-    "ensemble-dtype-mismatch": (ERROR, "producer and consumer data types differ"),
-    "ensemble-shape-mismatch": (ERROR, "producer and consumer shapes differ"),
-    "dependency-cycle": (ERROR, "models that depend on each other (ensemble steps, BLS calls)"),
-    "python-syntax": (ERROR, "model.py does not parse"),
-    "python-no-model-class": (ERROR, "model.py has no TritonPythonModel class"),
-    "python-no-execute": (ERROR, "TritonPythonModel has no execute method"),
-    "python-await-in-sync": (ERROR, "await in a function that is not async"),
-    "python-undefined-name": (ERROR, "a name used but never defined or imported"),
-    "python-no-responses": (ERROR, "execute of a non-decoupled model returns nothing"),
-    "decoupled-returns": (ERROR, "execute of a decoupled model returns responses instead of None"),
-    "bls-target-missing": (ERROR, "a BLS call to a model not in the repository"),
-    "bls-target-dynamic": (WARNING, "a BLS call whose model name is computed at run time"),
-    "bls-output-unknown": (ERROR, "a BLS call requesting an output the target does not have"),
-    "bls-self-call": (ERROR, "a model calling itself through BLS (deadlock)"),
-    "bls-blocking-depth": (WARNING, "blocking exec with no more instances than nested call levels"),
-}
+__all__ = ["ERROR", "WARNING", "Finding", "LintReport", "safe_text", "listing", "MAX_MESSAGE"]
+
+MAX_MESSAGE = 1000  # characters of a finding's message
+MAX_FIELD = 300  # characters of its model name and file
+_SHOWN = 5  # items of a long list shown before "and N more"
+
+
+def safe_text(text: str, limit: int = MAX_MESSAGE) -> str:
+    """``text`` with non-printable characters escaped repr-style, cut to about ``limit`` characters."""
+    if len(text) <= limit and text.isprintable():
+        return text
+    out: list[str] = []
+    length = 0
+    for index, ch in enumerate(text):
+        piece = ch if ch.isprintable() else repr(ch)[1:-1]
+        if length + len(piece) > limit:
+            return "".join(out) + f"... ({len(text) - index} more characters)"
+        out.append(piece)
+        length += len(piece)
+    return "".join(out)
+
+
+def listing(items: Iterable[Any], shown: int = _SHOWN) -> str:
+    """``[a, b, c]``, or ``[a, b, c, d, e] and 995 more`` for a long list (items as ``repr``)."""
+    items = list(items)
+    head = ", ".join(repr(i) for i in items[:shown])
+    more = len(items) - shown
+    return f"[{head}]" + (f" and {more} more" if more > 0 else "")
 
 
 @dataclass(frozen=True)
@@ -73,6 +51,11 @@ class Finding:
     model: str
     file: str
     message: str
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            limit = MAX_MESSAGE if f.name == "message" else MAX_FIELD
+            object.__setattr__(self, f.name, safe_text(str(getattr(self, f.name)), limit))
 
     def __str__(self) -> str:
         return f"{self.severity}: {self.file}: [{self.rule}] model {self.model!r}: {self.message}"

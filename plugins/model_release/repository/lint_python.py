@@ -1,7 +1,9 @@
-"""What the linter reads statically from a python-backend model.py (it never imports it).
+"""What the linter reads statically from a python-backend model.py (it never imports nor compiles it).
 
-:func:`analyze` finds the ``TritonPythonModel`` class and its ``execute``, ``await`` outside an
-``async def``, names that are used but never bound or imported, and every BLS call
+:func:`analyze` walks the parsed tree once. It finds the ``TritonPythonModel`` class and its
+``execute``, ``return``/``yield``/``await`` outside a function, ``await`` outside an ``async def``,
+names that are used but never bound or imported (told apart by whether the code using them runs
+when Triton loads the model: module level, class bodies, ``initialize``), and every BLS call
 (``InferenceRequest(model_name=...)``) with its target when the name can be known without running
 the code: a string literal, a module-level string constant, a loop over a module-level tuple of
 them, or a parameter of a module function whose every call passes one of those.
@@ -12,6 +14,7 @@ from __future__ import annotations
 import ast
 import builtins
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 _BUILTINS = frozenset(dir(builtins)) | {"__file__", "__name__", "__doc__", "__spec__", "__builtins__", "__loader__"}
 
@@ -35,7 +38,8 @@ class PythonAnalysis:
     execute_line: int | None = None
     execute_async: bool = False
     awaits_in_sync: list[tuple[str, int]] = field(default_factory=list)  # (function, line)
-    undefined: list[tuple[str, int]] = field(default_factory=list)  # (name, first line)
+    undefined: list[tuple[str, int]] = field(default_factory=list)  # (name, first line), used per request
+    undefined_at_load: list[tuple[str, int]] = field(default_factory=list)  # used where model.py runs at load
     bls_calls: list[BlsCall] = field(default_factory=list)
     blocking_exec: int | None = None  # line of a blocking .exec() call
     execute_returns_value: int | None = None  # line of a `return <value>` in execute
@@ -43,55 +47,107 @@ class PythonAnalysis:
 
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+#: TritonPythonModel methods the python backend calls while loading the model
+_LOAD_METHODS = frozenset({"initialize", "auto_complete_config"})
 
 
-def _flatten(tree: ast.AST) -> tuple[list[ast.AST], dict[ast.AST, ast.AST]]:
-    """Every node of the tree (breadth first) and each node's parent, in one traversal."""
-    nodes: list[ast.AST] = [tree]
-    parents: dict[ast.AST, ast.AST] = {}
+@dataclass
+class _Walk:
+    """What one pass over the tree collects: each node's parent, and the facts the rules read."""
+
+    parents: dict[ast.AST, ast.AST] = field(default_factory=dict)
+    calls: list[ast.Call] = field(default_factory=list)
+    bound: set[str] = field(default_factory=set)  # every name bound anywhere (flat: scopes are not told apart)
+    assigned: dict[str, int] = field(default_factory=dict)  # name -> how many times it is stored to
+    loads: list[tuple[ast.Name, ast.AST | None]] = field(default_factory=list)  # (name read, enclosing function)
+    awaits: list[tuple[ast.AST, ast.AST | None]] = field(default_factory=list)  # (await/async for/with, function)
+    returns: list[tuple[ast.Return, ast.AST | None]] = field(default_factory=list)
+    outside: list[tuple[str, int]] = field(default_factory=list)  # (keyword, line) of return/yield outside a function
+
+
+def _walk(tree: ast.Module) -> _Walk:
+    """Every node once, breadth first, with the function (or lambda) enclosing it."""
+    w = _Walk()
+    queue: list[tuple[ast.AST, ast.AST | None]] = [(tree, None)]
     i = 0
-    while i < len(nodes):
-        node = nodes[i]
+    while i < len(queue):
+        node, func = queue[i]
         i += 1
-        for child in ast.iter_child_nodes(node):
-            parents[child] = node
-            nodes.append(child)
-    return nodes, parents
+        inner = node if isinstance(node, _FUNCTIONS) else func
+        for child in _children(node):
+            w.parents[child] = node
+            queue.append((child, inner))
+        kind = type(node)
+        if kind is ast.Name:
+            if type(node.ctx) is ast.Load:
+                w.loads.append((node, func))
+            else:
+                w.bound.add(node.id)
+                w.assigned[node.id] = w.assigned.get(node.id, 0) + 1
+        elif kind is ast.Call:
+            w.calls.append(node)
+        else:
+            handler = _HANDLERS.get(kind)
+            if handler is not None:
+                handler(node, func, w)
+    return w
 
 
-def _function_of(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> ast.AST | None:
-    """The nearest function (or lambda) enclosing ``node``."""
-    scope = parents.get(node)
-    while scope is not None and not isinstance(scope, _FUNCTIONS):
-        scope = parents.get(scope)
-    return scope
+def _children(node: ast.AST) -> list[ast.AST]:
+    """``ast.iter_child_nodes`` as a list (its generator costs more than the rest of the walk)."""
+    out: list[ast.AST] = []
+    for name in node._fields:
+        value = getattr(node, name, None)
+        if type(value) is list:
+            out.extend(item for item in value if isinstance(item, ast.AST))
+        elif isinstance(value, ast.AST):
+            out.append(value)
+    return out
 
 
-def _bound_names(nodes: list[ast.AST]) -> set[str]:
-    """Every name the module binds anywhere (flat: scopes are not told apart)."""
-    bound: set[str] = set()
-    for node in nodes:
-        if isinstance(node, ast.Name):
-            if not isinstance(node.ctx, ast.Load):
-                bound.add(node.id)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            bound.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            for alias in node.names:
-                if alias.name == "*":
-                    bound.add("*")
-                bound.add(alias.asname or alias.name.split(".")[0])
-        elif isinstance(node, ast.arg):
-            bound.add(node.arg)
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            bound.add(node.name)
-        elif isinstance(node, (ast.Global, ast.Nonlocal)):
-            bound.update(node.names)
-        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
-            bound.add(node.name)
-        elif isinstance(node, ast.MatchMapping) and node.rest:
-            bound.add(node.rest)
-    return bound
+_Handler = Callable[[Any, "ast.AST | None", _Walk], None]
+
+
+def _bind(field_name: str) -> _Handler:
+    """A handler recording the name(s) a node binds in its ``field_name``."""
+    def handler(node: Any, func: ast.AST | None, w: _Walk) -> None:
+        value = getattr(node, field_name)
+        if isinstance(value, str):
+            w.bound.add(value)
+        elif value:
+            w.bound.update(value)
+    return handler
+
+
+def _imports(node: Any, func: ast.AST | None, w: _Walk) -> None:
+    for alias in node.names:
+        if alias.name == "*":
+            w.bound.add("*")
+        w.bound.add(alias.asname or alias.name.split(".")[0])
+
+
+def _yields(node: Any, func: ast.AST | None, w: _Walk) -> None:
+    if func is None:
+        w.outside.append(("yield", node.lineno))
+
+
+def _awaits(node: Any, func: ast.AST | None, w: _Walk) -> None:
+    w.awaits.append((node, func))
+
+
+def _returns(node: Any, func: ast.AST | None, w: _Walk) -> None:
+    w.returns.append((node, func))
+
+
+#: node type -> what :func:`_walk` records for it, beside names and calls (other nodes: nothing)
+_HANDLERS: dict[type, _Handler] = {
+    ast.FunctionDef: _bind("name"), ast.AsyncFunctionDef: _bind("name"), ast.ClassDef: _bind("name"),
+    ast.arg: _bind("arg"), ast.ExceptHandler: _bind("name"), ast.Global: _bind("names"), ast.Nonlocal: _bind("names"),
+    ast.MatchAs: _bind("name"), ast.MatchStar: _bind("name"), ast.MatchMapping: _bind("rest"),
+    ast.Import: _imports, ast.ImportFrom: _imports,
+    ast.Await: _awaits, ast.AsyncFor: _awaits, ast.AsyncWith: _awaits,
+    ast.Return: _returns, ast.Yield: _yields, ast.YieldFrom: _yields,
+}
 
 
 class _Resolver:
@@ -102,12 +158,9 @@ class _Resolver:
     else a module-level constant assigned exactly once.
     """
 
-    def __init__(self, tree: ast.Module, nodes: list[ast.AST], parents: dict[ast.AST, ast.AST]) -> None:
-        self.parents = parents
-        assigned: dict[str, int] = {}
-        for node in nodes:
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                assigned[node.id] = assigned.get(node.id, 0) + 1
+    def __init__(self, tree: ast.Module, walk: _Walk) -> None:
+        self.parents = walk.parents
+        assigned = walk.assigned
         self.constants: dict[str, tuple[str, ...]] = {}
         for node in tree.body:
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
@@ -116,8 +169,8 @@ class _Resolver:
                     self.constants[node.targets[0].id] = value
         self.functions = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
         self.calls: dict[str, list[ast.Call]] = {}
-        for node in nodes:
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in self.functions:
+        for node in walk.calls:
+            if isinstance(node.func, ast.Name) and node.func.id in self.functions:
                 self.calls.setdefault(node.func.id, []).append(node)
 
     def names(self, node: ast.expr | None, depth: int = 0) -> tuple[str, ...] | None:
@@ -196,64 +249,93 @@ def _is_inference_request(call: ast.Call) -> bool:
 
 
 def analyze(source: str) -> PythonAnalysis:
-    """Read one model.py statically.
+    """Read one model.py statically (parsed, never compiled nor run).
 
     Args:
         source: the file's text.
 
     Returns:
-        The facts the python lint rules check (a syntax error stops the rest).
+        The facts the python lint rules check (a syntax error, or code too deeply nested for the
+        Python parser, stops the rest).
     """
     result = PythonAnalysis()
     try:
-        tree = ast.parse(source)
+        _analyze(source, result)
     except SyntaxError as exc:
         result.syntax_error = f"line {exc.lineno}: {exc.msg}"
-        return result
+    except (RecursionError, MemoryError) as exc:
+        result.syntax_error = f"too deeply nested for the Python compiler ({type(exc).__name__})"
+    return result
 
-    nodes, parents = _flatten(tree)
-    execute = None
+
+def _analyze(source: str, result: PythonAnalysis) -> None:
+    tree = ast.parse(source)
+    walk = _walk(tree)
+    outside = walk.outside + [("return", r.lineno) for r, func in walk.returns if func is None]
+    outside += [("await", a.lineno) for a, func in walk.awaits if func is None]
+    if outside:  # what the compiler, not the parser, refuses; the most common of those
+        keyword, line = min(outside, key=lambda item: item[1])
+        result.syntax_error = f"line {line}: '{keyword}' outside function"
+        return
+    execute = _read_class(tree, result)
+    _read_functions(walk, execute, result)
+    _read_names(walk, result)
+    _read_bls(tree, walk, result)
+
+
+def _read_class(tree: ast.Module, result: PythonAnalysis) -> ast.AST | None:
+    """TritonPythonModel and its execute (returned)."""
     model_class = next(
         (n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "TritonPythonModel"), None
     )
-    if model_class is not None:
-        result.has_class = True
-        execute = next(
-            (n for n in model_class.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "execute"),
-            None,
-        )
-        if execute is not None:
-            result.execute_line = execute.lineno
-            result.execute_async = isinstance(execute, ast.AsyncFunctionDef)
+    if model_class is None:
+        return None
+    result.has_class = True
+    execute = next(
+        (n for n in model_class.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "execute"),
+        None,
+    )
+    if execute is not None:
+        result.execute_line = execute.lineno
+        result.execute_async = isinstance(execute, ast.AsyncFunctionDef)
+    return execute
 
+
+def _read_functions(walk: _Walk, execute: ast.AST | None, result: PythonAnalysis) -> None:
+    """Awaits outside async functions (one per function); execute's returns."""
     flagged: set[ast.AST] = set()
-    calls: list[ast.Call] = []
-    for node in nodes:
-        if isinstance(node, ast.Call):
-            calls.append(node)
-        elif isinstance(node, (ast.Await, ast.AsyncFor, ast.AsyncWith)):
-            func = _function_of(node, parents)
-            if isinstance(func, (ast.FunctionDef, ast.Lambda)) and func not in flagged:
-                flagged.add(func)
-                result.awaits_in_sync.append((getattr(func, "name", "<lambda>"), node.lineno))
-        elif isinstance(node, ast.Return) and execute is not None and _function_of(node, parents) is execute:
+    for node, func in walk.awaits:
+        if isinstance(func, (ast.FunctionDef, ast.Lambda)) and func not in flagged:
+            flagged.add(func)
+            result.awaits_in_sync.append((getattr(func, "name", "<lambda>"), node.lineno))
+    result.awaits_in_sync.sort(key=lambda item: item[1])
+    for node, func in walk.returns:
+        if execute is not None and func is execute:
             result.execute_returns = True
             if node.value is not None and not (isinstance(node.value, ast.Constant) and node.value.value is None):
                 result.execute_returns_value = result.execute_returns_value or node.lineno
-    result.awaits_in_sync.sort(key=lambda item: item[1])
 
-    bound = _bound_names(nodes)
-    if "*" not in bound:
-        reported: set[str] = set()
-        for node in nodes:
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-                if node.id not in bound and node.id not in _BUILTINS and node.id not in reported:
-                    reported.add(node.id)
-                    result.undefined.append((node.id, node.lineno))
-        result.undefined.sort(key=lambda item: item[1])
 
-    requests = [call for call in calls if _is_inference_request(call)]
-    resolver = _Resolver(tree, nodes, parents) if requests else None
+def _read_names(walk: _Walk, result: PythonAnalysis) -> None:
+    """Names used but never bound, split by whether the code using them runs at load or per request."""
+    if "*" in walk.bound:
+        return
+    first: dict[str, int] = {}
+    at_load: set[str] = set()
+    for node, func in walk.loads:
+        if node.id in walk.bound or node.id in _BUILTINS:
+            continue
+        first[node.id] = min(first.get(node.id, node.lineno), node.lineno)
+        if func is None or getattr(func, "name", "") in _LOAD_METHODS:
+            at_load.add(node.id)
+    for name, line in sorted(first.items(), key=lambda item: item[1]):
+        (result.undefined_at_load if name in at_load else result.undefined).append((name, line))
+
+
+def _read_bls(tree: ast.Module, walk: _Walk, result: PythonAnalysis) -> None:
+    """Every InferenceRequest with its target(s) and requested outputs; the first blocking exec()."""
+    requests = [call for call in walk.calls if _is_inference_request(call)]
+    resolver = _Resolver(tree, walk) if requests else None
     for node in requests:
         assert resolver is not None
         model_arg = _argument(node, "model_name", 0)
@@ -262,7 +344,6 @@ def analyze(source: str) -> PythonAnalysis:
         result.bls_calls.append(
             BlsCall(node.lineno, resolver.names(model_arg), outputs, ast.unparse(model_arg) if model_arg is not None else "?")
         )
-    blocking = [c.lineno for c in calls if isinstance(c.func, ast.Attribute) and c.func.attr == "exec"]
+    blocking = [c.lineno for c in walk.calls if isinstance(c.func, ast.Attribute) and c.func.attr == "exec"]
     result.blocking_exec = min(blocking) if blocking else None
     result.bls_calls.sort(key=lambda c: c.line)
-    return result

@@ -6,7 +6,8 @@ Format version 1::
      "spec": {...}, "model": {name, version, alias, run_id, source, content_digest, metrics, params},
      "export": {onnx_sha256, opset, converter, parity, cached}, "tensorrt": {...} | null,
      "repository": {entry_model, load_order, models: {name: version}, roles: {role: output},
-                    labels: [names] | null, classes: [native class values] | null},
+                    labels: [names] | null, classes: [native class values] | null,
+                    calls: {model: [the models it calls: ensemble steps, BLS targets]}},
      "files": {"models/<model>/<version>/model.onnx": {"sha256": ..., "size": ...}, ...},
      "canary": null | {...},
      "run": {dag_id, run_id, run_type, bundle_name, bundle_version, code_digest}   (when an Airflow run made it)}
@@ -61,6 +62,7 @@ def build_manifest(
     roles: dict[str, str] | None = None,
     labels: list[str] | None = None,
     classes: list[Any] | None = None,
+    calls: dict[str, list[str]] | None = None,
 ) -> dict[str, Any]:
     """The manifest of a release whose repository is ``<release_dir>/models``.
 
@@ -94,7 +96,7 @@ def build_manifest(
         "tensorrt": tensorrt.to_dict() if tensorrt is not None else None,
         "repository": {
             "entry_model": entry_model, "load_order": list(load_order), "models": dict(models),
-            "roles": dict(roles or {}), "labels": labels, "classes": classes,
+            "roles": dict(roles or {}), "labels": labels, "classes": classes, "calls": dict(calls or {}),
         },
         "files": hash_tree(release_dir, exclude=frozenset({MANIFEST_NAME})),
         "canary": None,

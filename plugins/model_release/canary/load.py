@@ -1,0 +1,407 @@
+"""The canary's load phase: latency and throughput measured the way perf_analyzer measures them.
+
+After the correctness replay, :class:`LoadRunner` keeps ``concurrency`` requests of
+``batch_rows`` golden rows in flight (requests built once from golden rows and cycled), discards a
+warm-up, and measures in windows. It stops when the last ``stable_windows`` windows agree on p50
+and p99 within ``stability`` (perf_analyzer's rule) or when the time budget is spent, and says
+which. Candidate and champion are measured in alternating windows (A B A B ...) on the same
+server, so the machine's noise falls on both.
+
+Memory stays flat: latencies go into a fixed-size :class:`Histogram` (log-linear buckets, like
+HdrHistogram: about 1.6% relative precision from 1 us to 100 s), never a list, and responses are
+dropped as they arrive. Around every window the server's statistics extension is read for every
+model of the release, so the report separates queueing from compute and charges each BLS step
+only its own time (its compute minus the calls it made, which Triton counts in the called models).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..dtypes import numpy_from_triton
+
+#: sub-buckets per power of two: relative precision 1/64
+SUB_BUCKETS = 64
+#: powers of two covered, from 1 us
+OCTAVES = 27  # 2**27 us = 134 s
+
+
+class Histogram:
+    """Latencies in log-linear buckets: fixed memory whatever the count, mergeable, percentiles to ~1.6%."""
+
+    def __init__(self) -> None:
+        self.counts = np.zeros(OCTAVES * SUB_BUCKETS + 1, dtype=np.int64)
+        self.total_s = 0.0
+        self.max_s = 0.0
+
+    @staticmethod
+    def _index(seconds: float) -> int:
+        us = max(seconds * 1e6, 1.0)
+        if us >= 2.0**OCTAVES:
+            return OCTAVES * SUB_BUCKETS  # the overflow bucket
+        octave = int(math.log2(us))
+        sub = min(int((us / 2.0**octave - 1.0) * SUB_BUCKETS), SUB_BUCKETS - 1)
+        return octave * SUB_BUCKETS + sub
+
+    @staticmethod
+    def _upper_ms(index: int) -> float:
+        if index >= OCTAVES * SUB_BUCKETS:
+            return 2.0**OCTAVES / 1e3
+        octave, sub = divmod(index, SUB_BUCKETS)
+        return 2.0**octave * (1.0 + (sub + 1) / SUB_BUCKETS) / 1e3
+
+    def record(self, seconds: float) -> None:
+        self.counts[self._index(seconds)] += 1
+        self.total_s += seconds
+        self.max_s = max(self.max_s, seconds)
+
+    def merge(self, other: "Histogram") -> "Histogram":
+        self.counts += other.counts
+        self.total_s += other.total_s
+        self.max_s = max(self.max_s, other.max_s)
+        return self
+
+    @property
+    def count(self) -> int:
+        return int(self.counts.sum())
+
+    def percentile_ms(self, q: float) -> float:
+        """The q-th percentile in ms (the upper edge of its bucket, capped at the largest latency seen)."""
+        n = self.count
+        if n == 0:
+            return math.nan
+        rank = max(1, math.ceil(q / 100.0 * n))
+        index = int(np.searchsorted(np.cumsum(self.counts), rank))
+        if index >= OCTAVES * SUB_BUCKETS:  # the overflow bucket has no upper edge: the largest latency seen
+            return self.max_s * 1e3
+        return min(self._upper_ms(index), self.max_s * 1e3)
+
+    def figures(self) -> dict[str, float]:
+        return {"p50_ms": self.percentile_ms(50), "p90_ms": self.percentile_ms(90), "p95_ms": self.percentile_ms(95),
+                "p99_ms": self.percentile_ms(99), "max_ms": self.max_s * 1e3,
+                "mean_ms": self.total_s / self.count * 1e3 if self.count else math.nan}
+
+
+@dataclass
+class Window:
+    """One measurement window of one model."""
+
+    target: str
+    seconds: float
+    requests: int
+    rows: int
+    errors: int
+    histogram: Histogram
+    first_error: str | None = None
+    stats: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    @property
+    def throughput(self) -> float:
+        return self.rows / self.seconds if self.seconds > 0 else 0.0
+
+    def summary(self) -> dict[str, Any]:
+        return {"seconds": round(self.seconds, 3), "requests": self.requests, "errors": self.errors,
+                "throughput_rows_per_s": self.throughput, **self.histogram.figures()}
+
+
+class Requester:
+    """One connection that sends one request at a time (the real one wraps tritonclient.http)."""
+
+    def send(self, batch: int) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class TritonRequester(Requester):
+    """Requests prebuilt once (the KServe v2 binary body tritonclient.http would send) over one HTTP connection.
+
+    Sending is one POST of ready bytes and one read of the response: the client does as little
+    per request as perf_analyzer does, so the figures are the server's. A status other than 200
+    is an error carrying Triton's message.
+    """
+
+    def __init__(self, url: str, model: str, inputs: Mapping[str, str], outputs: list[str],
+                 batches: list[dict[str, np.ndarray]], timeout_s: float) -> None:
+        from urllib.parse import quote
+
+        import tritonclient.http as http
+        from geventhttpclient import HTTPClient
+
+        host, _, port = url.rpartition(":")
+        self._client = HTTPClient(host, int(port), connection_timeout=timeout_s, network_timeout=timeout_s, concurrency=1)
+        self._path = f"/v2/models/{quote(model)}/infer"
+        wanted = [http.InferRequestedOutput(o, binary_data=True) for o in outputs]
+        self._requests: list[tuple[bytes, dict[str, str]]] = []
+        for batch in batches:
+            tensors = []
+            for name, datatype in inputs.items():
+                array = batch[name]
+                array = array.astype(object) if datatype == "BYTES" else array.astype(numpy_from_triton(datatype), copy=False)
+                tensor = http.InferInput(name, list(array.shape), datatype)
+                tensor.set_data_from_numpy(array, binary_data=True)
+                tensors.append(tensor)
+            body, json_size = http.InferenceServerClient.generate_request_body(tensors, outputs=wanted)
+            headers = {"Inference-Header-Content-Length": str(json_size)} if json_size is not None else {}
+            self._requests.append((body if isinstance(body, bytes) else body.encode(), headers))
+
+    def send(self, batch: int) -> None:
+        body, headers = self._requests[batch % len(self._requests)]
+        response = self._client.post(self._path, body=body, headers=headers)
+        data = response.read()
+        if response.status_code != 200:
+            raise RuntimeError(f"HTTP {response.status_code}: {data[:300].decode(errors='replace')}")
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def request_batches(golden: Mapping[str, np.ndarray], batch_rows: int, *, at_most: int = 32) -> list[dict[str, np.ndarray]]:
+    """Up to ``at_most`` distinct requests of ``batch_rows`` golden rows, cycled when the set is small."""
+    rows = len(next(iter(golden.values())))
+    batches = []
+    for i in range(at_most):
+        start = (i * batch_rows) % rows
+        index = (np.arange(batch_rows) + start) % rows
+        batches.append({k: np.ascontiguousarray(v[index]) for k, v in golden.items()})
+        if (i + 1) * batch_rows >= rows and rows >= batch_rows:
+            break
+    return batches
+
+
+class _Worker:
+    """One thread that owns one :class:`Requester` for its whole life (HTTP clients are bound to their thread)."""
+
+    def __init__(self, connect: Callable[[], Requester], index: int, stride: int, alive: Callable[[], str | None] | None) -> None:
+        import queue
+
+        self.commands: queue.Queue[float | None] = queue.Queue()
+        self.results: queue.Queue[tuple[Histogram, int, int, str | None]] = queue.Queue()
+        self.index, self.stride, self.alive = index, stride, alive
+        self.connect = connect
+        self.thread = threading.Thread(target=self._run, name=f"canary-load-{index}", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        requester: Requester | None = None
+        n = self.index
+        try:
+            while (deadline := self.commands.get()) is not None:
+                histogram, sent, errors, first = Histogram(), 0, 0, None
+                try:
+                    requester = requester or self.connect()
+                except Exception as exc:  # noqa: BLE001 - a connection that cannot be made is an error of the window
+                    self.results.put((histogram, 0, 1, f"{type(exc).__name__}: {_line(exc)}"))
+                    continue
+                while time.perf_counter() < deadline:
+                    t0 = time.perf_counter()
+                    try:
+                        requester.send(n)
+                    except Exception as exc:  # noqa: BLE001 - every failure is counted, the first one kept
+                        errors += 1
+                        first = first or f"{type(exc).__name__}: {_line(exc)}"
+                        if errors >= 3 and self.alive is not None and self.alive() is not None:
+                            break  # the server is gone: stop hammering it
+                    else:
+                        histogram.record(time.perf_counter() - t0)
+                        sent += 1
+                    n += self.stride
+                self.results.put((histogram, sent, errors, first))
+        finally:
+            if requester is not None:
+                try:
+                    requester.close()
+                except Exception:  # noqa: BLE001 - closing is best effort
+                    pass
+
+
+def _line(exc: BaseException) -> str:
+    text = str(exc)
+    return text.splitlines()[0][:300] if text else ""
+
+
+class LoadRunner:
+    """Runs windows of closed-loop load (``concurrency`` requests in flight) against named targets.
+
+    Each target gets ``concurrency`` worker threads, started on its first window and kept until
+    :meth:`close`, each with its own connection.
+
+    Args:
+        connect: target -> a new :class:`Requester` for it (called inside the worker thread that uses it).
+        concurrency: requests in flight.
+        batch_rows: rows per request.
+        statistics: reads the server's per-model statistics (cumulative); None skips them.
+        alive: returns None while the server is alive, else why it is not (the local Triton's exit).
+    """
+
+    def __init__(self, connect: Callable[[str], Requester], *, concurrency: int, batch_rows: int,
+                 statistics: Callable[[], dict[str, dict[str, float]]] | None = None,
+                 alive: Callable[[], str | None] | None = None) -> None:
+        self.connect = connect
+        self.concurrency = concurrency
+        self.batch_rows = batch_rows
+        self.statistics = statistics
+        self.alive = alive
+        self._workers: dict[str, list[_Worker]] = {}
+
+    def _pool(self, target: str) -> list[_Worker]:
+        if target not in self._workers:
+            self._workers[target] = [_Worker(lambda: self.connect(target), i, self.concurrency, self.alive)
+                                     for i in range(self.concurrency)]
+        return self._workers[target]
+
+    def window(self, target: str, seconds: float, *, measure: bool = True) -> Window:
+        """Keep ``concurrency`` requests in flight against ``target`` for ``seconds``."""
+        gone = self.alive() if self.alive is not None else None
+        if gone is not None:  # nothing is sent to a dead server, not even a statistics request
+            return Window(target, 0.0, 0, 0, 1, Histogram(), gone)
+        workers = self._pool(target)
+        before = self.statistics() if measure and self.statistics else {}
+        start = time.perf_counter()
+        for worker in workers:
+            worker.commands.put(start + seconds)
+        results = self._collect(workers, target)
+        elapsed = time.perf_counter() - start
+        merged = Histogram()
+        for histogram, *_ in results:
+            merged.merge(histogram)
+        sent = sum(r[1] for r in results)
+        first = next((r[3] for r in results if r[3]), None)
+        gone = self.alive() if self.alive is not None else None
+        after = self.statistics() if measure and self.statistics and gone is None else {}
+        return Window(target, elapsed, sent, sent * self.batch_rows, sum(r[2] for r in results), merged, first,
+                      stats_delta(before, after))
+
+    def _collect(self, workers: list[_Worker], target: str) -> list[tuple[Histogram, int, int, str | None]]:
+        """Every worker's window; a worker still blocked on a dead server counts as one error."""
+        import queue
+
+        results: list[tuple[Histogram, int, int, str | None] | None] = [None] * len(workers)
+        while any(r is None for r in results):
+            for i, worker in enumerate(workers):
+                if results[i] is None:
+                    try:
+                        results[i] = worker.results.get(timeout=0.1)
+                    except queue.Empty:
+                        pass
+            gone = self.alive() if self.alive is not None else None
+            if gone is not None and any(r is None for r in results):
+                # a request to a dead server can block until its timeout: do not wait for it
+                self._workers.pop(target, None)
+                return [r or (Histogram(), 0, 1, gone) for r in results]
+        return [r for r in results if r is not None]
+
+    def close(self) -> None:
+        """Stop every worker thread and close its connection."""
+        for workers in self._workers.values():
+            for worker in workers:
+                worker.commands.put(None)
+            for worker in workers:
+                worker.thread.join(timeout=30)
+        self._workers.clear()
+
+
+def stats_delta(before: dict[str, dict[str, float]], after: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """Per-model differences of cumulative statistics (counts and nanoseconds)."""
+    out = {}
+    for model, now in after.items():
+        was = before.get(model, {})
+        delta = {k: v - was.get(k, 0) for k, v in now.items()}
+        if delta.get("success_count", 0) > 0:
+            out[model] = delta
+    return out
+
+
+def stable(windows: list[Window], count: int, tolerance: float) -> bool:
+    """Whether the last ``count`` windows agree on p50 and p99 within ``tolerance`` (relative spread)."""
+    if len(windows) < count:
+        return False
+    last = windows[-count:]
+    for q in (50, 99):
+        values = [w.histogram.percentile_ms(q) for w in last]
+        if any(not math.isfinite(v) or v <= 0 for v in values) or max(values) / min(values) - 1.0 > tolerance:
+            return False
+    return True
+
+
+@dataclass
+class Measurement:
+    """The load phase's figures for one target: its measured windows and whether they settled."""
+
+    target: str
+    windows: list[Window] = field(default_factory=list)
+    stable: bool = False
+    warmup_s: float = 0.0
+
+    def settled(self, count: int) -> list[Window]:
+        """The windows the figures come from: the last ``count`` (all of them when fewer)."""
+        return self.windows[-count:]
+
+    def figures(self, count: int) -> dict[str, Any]:
+        chosen = self.settled(count)
+        merged = Histogram()
+        for w in chosen:
+            merged.merge(w.histogram)
+        seconds = sum(w.seconds for w in chosen)
+        rows = sum(w.rows for w in chosen)
+        return {
+            **merged.figures(), "requests": merged.count, "errors": sum(w.errors for w in self.windows),
+            "first_error": next((w.first_error for w in self.windows if w.first_error), None),
+            "throughput_rows_per_s": rows / seconds if seconds else 0.0, "windows_measured": len(self.windows),
+            "windows_used": len(chosen), "stable": self.stable,
+        }
+
+
+def measure(runner: LoadRunner, targets: list[str], *, warmup_s: float, window_s: float, stable_windows: int,
+            stability: float, budget_s: float, progress: Callable[[str], None] | None = None) -> dict[str, Measurement]:
+    """Warm every target up, then measure them in alternating windows (A B A B ...).
+
+    Every target gets a window in each round (so window ``i`` of each ran back to back), until
+    every target's last ``stable_windows`` windows are stable or ``budget_s`` (the measuring time,
+    warm-up excluded) is spent; each :class:`Measurement` says which. A target whose window had
+    errors stops being measured further (its errors fail the gate).
+    """
+    results = {t: Measurement(t) for t in targets}
+    for target in targets:
+        t0 = time.perf_counter()
+        runner.window(target, warmup_s, measure=False)
+        results[target].warmup_s = round(time.perf_counter() - t0, 3)
+    spent = 0.0
+    while spent < budget_s:
+        healthy = [t for t in targets if not any(w.errors for w in results[t].windows)]
+        if not healthy or all(results[t].stable for t in healthy):
+            break
+        pending = healthy
+        for target in pending:
+            window = runner.window(target, window_s)
+            spent += window.seconds
+            result = results[target]
+            result.windows.append(window)
+            result.stable = stable(result.windows, stable_windows, stability)
+            if progress is not None:
+                f = window.histogram.figures()
+                progress(f"load {target}: window {len(result.windows)}: {window.throughput:.0f} rows/s, "
+                         f"p50 {f['p50_ms']:.2f} ms, p99 {f['p99_ms']:.2f} ms, {window.errors} errors"
+                         + (" (stable)" if result.stable else ""))
+    return results
+
+
+def paired_ratios(candidate: Measurement, champion: Measurement) -> dict[str, Any]:
+    """Candidate over champion, window pair by window pair (A_i, B_i ran back to back), then the median.
+
+    Adjacent windows share the machine's state, so a pair's ratio cancels drift that a ratio of
+    the two merged figures would keep; the median keeps one disturbed pair from deciding.
+    """
+    pairs = [(a, b) for a, b in zip(candidate.windows, champion.windows) if a.requests and b.requests]
+    if not pairs:
+        return {"pairs": 0, "p99_ratio": math.nan, "throughput_ratio": math.nan}
+    p99 = [a.histogram.percentile_ms(99) / b.histogram.percentile_ms(99) for a, b in pairs]
+    tput = [a.throughput / b.throughput if b.throughput else math.inf for a, b in pairs]
+    return {"pairs": len(pairs), "p99_ratio": float(np.median(p99)), "throughput_ratio": float(np.median(tput)),
+            "p99_ratios": [round(r, 4) for r in p99], "throughput_ratios": [round(r, 4) for r in tput]}

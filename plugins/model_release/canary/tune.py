@@ -1,0 +1,196 @@
+"""A serving configuration chosen on the canary and shipped in the release (``canary.tune``).
+
+The release's leaf models (the converted model: ONNX or a TensorRT plan, whatever backend serves
+it) get each setting of a small grid, through Triton's load API with the configuration replaced
+(:meth:`~.server.CanaryServer.load_with_config`): instance count, dynamic batching off or on with
+each max queue delay and preferred batch sizes. Each trial is measured through the release's entry
+model under the load phase's concurrency and batch size. The pick: the highest throughput whose
+p99 meets the SLO (``canary.p99_ms``) and, with a champion served, ``max_p99_ratio`` x the
+champion's p99. The pick is then confirmed against the template's own configuration in
+alternating measurements and kept only if it is at least as fast; the configuration kept stays
+loaded for the gate's load phase, and is written into a copy of the release's repository
+(config.pbtxt through Triton's ModelConfig protobuf, re-linted), which is what gets promoted.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import AssembleError
+from ..repository.config import CONFIG_FILE, read_config, write_config
+from ..spec import ReleaseSpec
+from ..types import AssembleResult
+from .load import LoadRunner, Measurement
+from .server import CanaryServer
+
+log = logging.getLogger(__name__)
+
+CANDIDATE, CHAMPION = "candidate", "champion"
+_NOT_LEAVES = ("python", "ensemble")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One serving configuration of the leaf models."""
+
+    instances: int
+    dynamic_batching: bool
+    max_queue_delay_us: int = 0
+    preferred_batch_sizes: tuple[int, ...] = ()
+
+    def label(self) -> str:
+        if not self.dynamic_batching:
+            return f"{self.instances} instance(s), no dynamic batching"
+        preferred = f", preferred {list(self.preferred_batch_sizes)}" if self.preferred_batch_sizes else ""
+        return f"{self.instances} instance(s), dynamic batching, max queue delay {self.max_queue_delay_us} us{preferred}"
+
+    def apply(self, config: Any) -> Any:
+        """A copy of ``config`` (a ModelConfig) with this setting."""
+        out = type(config)()
+        out.CopyFrom(config)
+        if not out.instance_group:
+            out.instance_group.add()
+        for group in out.instance_group:
+            group.count = self.instances
+        out.ClearField("dynamic_batching")
+        if self.dynamic_batching and out.max_batch_size > 0:
+            out.dynamic_batching.max_queue_delay_microseconds = self.max_queue_delay_us
+            out.dynamic_batching.preferred_batch_size.extend(s for s in self.preferred_batch_sizes if s <= out.max_batch_size)
+        return out
+
+
+def setting_of(config: Any) -> Setting:
+    """The setting a configuration already has (the template's default)."""
+    instances = config.instance_group[0].count if config.instance_group and config.instance_group[0].count else 1
+    if not config.HasField("dynamic_batching"):
+        return Setting(instances, False)
+    return Setting(instances, True, int(config.dynamic_batching.max_queue_delay_microseconds),
+                   tuple(config.dynamic_batching.preferred_batch_size))
+
+
+def grid(spec: ReleaseSpec, default: Setting) -> list[Setting]:
+    """The template's setting first, then the spec's grid (without repeats)."""
+    t = spec.canary.tune
+    settings = [default]
+    for instances, batching in itertools.product(t.instances, t.dynamic_batching):
+        if not batching:
+            settings.append(Setting(instances, False))
+            continue
+        for delay, preferred in itertools.product(t.max_queue_delay_us, t.preferred_batch_sizes):
+            settings.append(Setting(instances, True, delay, tuple(preferred)))
+    return list(dict.fromkeys(settings))
+
+
+def leaf_models(assembled: AssembleResult) -> list[str]:
+    """The models of the release that serve the converted model (not python steps, not ensembles)."""
+    root = Path(assembled.repository_dir)
+    leaves = []
+    for model in assembled.load_order:
+        config = read_config(root / model / CONFIG_FILE)
+        if (config.backend or config.platform) not in _NOT_LEAVES:
+            leaves.append(model)
+    return leaves
+
+
+def tune(spec: ReleaseSpec, server: CanaryServer, runner: LoadRunner, assembled: AssembleResult, folder: Path,
+         *, champion_target: bool) -> dict[str, Any]:
+    """Search, pick, confirm and write the serving configuration; return what the report keeps.
+
+    Raises:
+        CanaryRejected: Triton refused a setting (its message quoted).
+        AssembleError: the chosen configuration does not lint clean (it is never shipped then).
+    """
+    leaves = leaf_models(assembled)
+    if not leaves:
+        return {"skipped": "the release has no leaf model to tune (only python steps and ensembles)"}
+    loaded = {m: server.config(m) for m in leaves}  # as served (the CPU canary's shim, on the local Triton)
+    default = setting_of(read_config(Path(assembled.repository_dir) / leaves[0] / CONFIG_FILE))
+    started = time.perf_counter()
+    limit, why = _p99_limit(spec, runner, champion_target)
+    trials = []
+    for setting in grid(spec, default):
+        if time.perf_counter() - started > spec.canary.tune.budget_s and trials:
+            log.info("canary: tuning budget of %g s spent after %d trials", spec.canary.tune.budget_s, len(trials))
+            break
+        trials.append({"setting": asdict(setting), "label": setting.label(), **_trial(spec, server, runner, loaded, setting)})
+    fit = [t for t in trials if not t["errors"] and (limit is None or t["p99_ms"] <= limit)]
+    best = max(fit, key=lambda t: t["throughput_rows_per_s"]) if fit else trials[0]
+    chosen = Setting(**{**best["setting"], "preferred_batch_sizes": tuple(best["setting"]["preferred_batch_sizes"])})
+    confirm = _confirm(spec, server, runner, loaded, chosen, default) if chosen != default else None
+    kept_default = confirm is not None and confirm["chosen_throughput"] < confirm["default_throughput"]
+    final = default if kept_default else chosen
+    _load(server, loaded, final)  # the gate's load phase measures what ships
+    repository = write_tuned(Path(assembled.repository_dir), folder / "tuned" / "models", leaves, final)
+    return {
+        "leaves": leaves, "p99_limit_ms": limit, "p99_limit": why, "budget_s": spec.canary.tune.budget_s,
+        "seconds": round(time.perf_counter() - started, 3), "trials": trials, "default": asdict(default),
+        "chosen": asdict(final), "chosen_label": final.label(), "kept_default": kept_default, "confirm": confirm,
+        "repository": str(repository),
+    }
+
+
+def _p99_limit(spec: ReleaseSpec, runner: LoadRunner, champion_target: bool) -> tuple[float | None, str]:
+    limits = []
+    if spec.canary.p99_ms is not None:
+        limits.append((spec.canary.p99_ms, f"canary.p99_ms {spec.canary.p99_ms:g} ms"))
+    if champion_target:
+        runner.window(CHAMPION, spec.canary.load.warmup_s, measure=False)
+        p99 = runner.window(CHAMPION, spec.canary.tune.trial_s).histogram.percentile_ms(99)
+        ratio = spec.canary.load.max_p99_ratio
+        limits.append((ratio * p99, f"{ratio:g} x the champion's p99 {p99:.3f} ms"))
+    if not limits:
+        return None, "no SLO and no champion: the fastest trial without errors"
+    value, why = min(limits)
+    return value, why
+
+
+def _load(server: CanaryServer, loaded: dict[str, Any], setting: Setting) -> None:
+    for model, config in loaded.items():
+        server.load_with_config(model, setting.apply(config))
+
+
+def _trial(spec: ReleaseSpec, server: CanaryServer, runner: LoadRunner, loaded: dict[str, Any], setting: Setting) -> dict[str, Any]:
+    _load(server, loaded, setting)
+    runner.window(CANDIDATE, min(spec.canary.load.warmup_s, spec.canary.tune.trial_s), measure=False)
+    window = runner.window(CANDIDATE, spec.canary.tune.trial_s)
+    result = Measurement(CANDIDATE, [window])
+    figures = result.figures(1)
+    log.info("canary: tuning trial %s: %.0f rows/s, p99 %.2f ms, %d errors", setting.label(),
+             figures["throughput_rows_per_s"], figures["p99_ms"], figures["errors"])
+    return {k: figures[k] for k in ("throughput_rows_per_s", "p50_ms", "p99_ms", "errors", "requests")}
+
+
+def _confirm(spec: ReleaseSpec, server: CanaryServer, runner: LoadRunner, loaded: dict[str, Any], chosen: Setting,
+             default: Setting) -> dict[str, Any]:
+    """Chosen and default measured again, alternating twice: the pick stands only if it is at least as fast."""
+    figures: dict[str, list[float]] = {"chosen": [], "default": []}
+    for _ in range(2):
+        for name, setting in (("default", default), ("chosen", chosen)):
+            figures[name].append(_trial(spec, server, runner, loaded, setting)["throughput_rows_per_s"])
+    return {"chosen_throughput": sum(figures["chosen"]) / 2, "default_throughput": sum(figures["default"]) / 2,
+            "rounds": figures}
+
+
+def write_tuned(source: Path, destination: Path, leaves: list[str], setting: Setting) -> Path:
+    """A copy of the release's repository with ``setting`` in its leaves' config.pbtxt, linted."""
+    from ..repository.lint import lint_repository
+
+    if destination.exists():
+        shutil.rmtree(destination)
+    shutil.copytree(source, destination)
+    for model in leaves:
+        path = destination / model / CONFIG_FILE
+        write_config(path, setting.apply(read_config(path)))
+    report = lint_repository(destination)
+    if report.errors:
+        raise AssembleError(
+            f"the tuned configuration ({setting.label()}) does not lint clean, so it is not shipped: "
+            + "; ".join(str(f) for f in report.errors[:5])
+        )
+    return destination

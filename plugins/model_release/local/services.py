@@ -1,0 +1,148 @@
+"""The services of the long-running local stack: how each is started and how to tell it is ready.
+
+- ``s3``: the persistent moto endpoint (:mod:`model_release.local.s3_server`);
+- ``mlflow``: ``mlflow server`` with its UI, one worker, tracking and registry on SQLite,
+  artifacts served by the server from a local folder;
+- ``airflow-api-server`` (UI and REST), ``airflow-scheduler`` (LocalExecutor, parallelism 2) and
+  ``airflow-dag-processor`` on a SQLite metadata DB, with the ``mlflow_default`` and
+  ``aws_default`` connections set in their environment.
+
+All of them listen on 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib.metadata import version
+from pathlib import Path
+
+from ..errors import ServiceUnavailable
+from .http import AirflowApi, AirflowApiError, answers
+from .layout import AIRFLOW_USER, HOST, Layout, StackConfig
+
+BIN = Path(sys.executable).parent
+DAG_ID = "model_release"
+CANARY_POOL = ("triton_canary", "1", "one release at a time on the canary Triton")
+
+
+@dataclass
+class Service:
+    """One process of the stack."""
+
+    name: str
+    argv: list[str]
+    url: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def services(layout: Layout, config: StackConfig) -> list[Service]:
+    """The stack's processes, in start order."""
+    db = (layout.mlflow / "mlflow.db").as_posix()
+    return [
+        Service("s3", [sys.executable, "-m", "model_release.local.s3_server", "--host", HOST,
+                       "--port", str(config.ports["s3"]), "--state", str(layout.s3_state)], config.url("s3")),
+        Service("mlflow", [str(BIN / "mlflow"), "server", "--host", HOST, "--port", str(config.ports["mlflow"]),
+                           "--workers", "1", "--backend-store-uri", f"sqlite:///{db}",
+                           "--artifacts-destination", str(layout.mlflow / "artifacts")],
+                config.url("mlflow"), {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}),
+        Service("airflow-api-server", [str(BIN / "airflow"), "api-server"], config.url("airflow")),
+        Service("airflow-scheduler", [str(BIN / "airflow"), "scheduler"]),
+        Service("airflow-dag-processor", [str(BIN / "airflow"), "dag-processor"]),
+    ]
+
+
+def init_airflow(layout: Layout, env: dict[str, str], *, stopping: Callable[[], bool]) -> bool:
+    """On the first start (or after an Airflow upgrade): ``airflow db migrate`` and the canary's pool.
+
+    The commands' output goes to ``logs/airflow-init.log``; a stop request ends them at once.
+
+    Returns:
+        True when it ran, False when the DB was already initialised for this Airflow version.
+
+    Raises:
+        ServiceUnavailable: a command failed (the message has its output's tail) or start-up was interrupted.
+    """
+    marker = layout.airflow_home / ".model-release-init"
+    wanted = f"apache-airflow {version('apache-airflow')}"
+    if marker.is_file() and marker.read_text().strip() == wanted:
+        return False
+    layout.airflow_home.mkdir(parents=True, exist_ok=True)
+    log = layout.log("airflow-init")
+    for args in (["db", "migrate"], ["pools", "set", *CANARY_POOL]):
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "ab") as out:
+            proc = subprocess.Popen([str(BIN / "airflow"), *args], env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT)
+        while proc.poll() is None:
+            if stopping():
+                proc.terminate()
+                proc.wait()
+                raise ServiceUnavailable(f"`airflow {args[0]} {args[1]}`: start-up interrupted")
+            time.sleep(0.5)
+        if proc.returncode != 0:
+            tail = log.read_text(errors="replace")[-1500:]
+            raise ServiceUnavailable(
+                f"`airflow {' '.join(args)}` failed (exit {proc.returncode}) in {layout.airflow_home}: {tail} (log: {log})"
+            )
+    marker.write_text(wanted + "\n")
+    return True
+
+
+def wait_until(check: Callable[[], str | None], *, what: str, timeout: float, stopping: Callable[[], bool],
+               log: Path | None = None) -> None:
+    """Call ``check`` until it returns None (ready); it returns the reason it is not ready yet.
+
+    Raises:
+        ServiceUnavailable: not ready within ``timeout`` seconds, with the last reason and the log to read.
+    """
+    deadline = time.monotonic() + timeout
+    reason = "not checked yet"
+    while not stopping():
+        reason = check() or ""
+        if not reason:
+            return
+        if time.monotonic() > deadline:
+            break
+        time.sleep(1.0)
+    if stopping():
+        raise ServiceUnavailable(f"{what}: start-up interrupted")
+    where = f"; its log is {log}" if log else ""
+    raise ServiceUnavailable(f"{what} was not ready after {timeout:.0f} s ({reason}){where}")
+
+
+def http_ready(url: str, path: str) -> Callable[[], str | None]:
+    def check() -> str | None:
+        status = answers(url + path)
+        return None if status == 200 else f"GET {path} answered {status or 'nothing'}"
+
+    return check
+
+
+def airflow_ready(config: StackConfig, password: str) -> Callable[[], str | None]:
+    """Ready when the scheduler and dag-processor are healthy and the release DAG is parsed, without import errors."""
+    api = AirflowApi(config.url("airflow"), AIRFLOW_USER, password)
+
+    def check() -> str | None:
+        try:
+            health = api.health()
+            unhealthy = [k for k in ("metadatabase", "scheduler", "dag_processor")
+                         if (health.get(k) or {}).get("status") != "healthy"]
+            if unhealthy:
+                return f"not healthy yet: {', '.join(unhealthy)}"
+            errors = api.get("/api/v2/importErrors").get("import_errors", [])
+            if errors:
+                first = errors[0]
+                raise ServiceUnavailable(
+                    f"Airflow cannot import {first.get('filename')}: {str(first.get('stack_trace', ''))[-800:]} "
+                    "Fix the DAG file; the dag-processor reads it again within 30 s."
+                )
+            api.get(f"/api/v2/dags/{DAG_ID}")
+            return None
+        except AirflowApiError as exc:
+            return str(exc)
+
+    return check

@@ -1,0 +1,273 @@
+"""``model-release up`` and ``model-release down``: the embedded stack as services a person can work with.
+
+``up`` starts the S3 endpoint, MLflow's server and Airflow (api-server, scheduler, dag-processor)
+on 127.0.0.1, waits until each answers and the ``model_release`` DAG is parsed, writes the env file,
+prints the URLs, and keeps them running until Ctrl-C, SIGTERM or ``model-release down``. With
+``--detach`` it runs itself in the background and returns once the stack is ready. Its state is in
+one folder (see :mod:`model_release.local.layout`) and survives a restart: MLflow's registry, the
+S3 store's objects and Airflow's run history.
+
+``down`` stops the supervisor, which stops the services in reverse order; then it looks for any
+process still marked with the stack's id (a task runner, a canary's Triton) and stops it too, and
+fails if one is left.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ..errors import ModelReleaseError, ServiceUnavailable
+from . import procs
+from .layout import BUCKET, Layout, StackConfig, default_root, load_config, stack_env, write_env_file
+from .services import Service, airflow_ready, http_ready, init_airflow, services, wait_until
+
+STOP_TIMEOUT = 30.0
+
+
+class Supervisor:
+    """Starts the services, watches them, and stops them all on a signal."""
+
+    def __init__(self, layout: Layout, config: StackConfig) -> None:
+        self.layout = layout
+        self.config = config
+        self.stopping = threading.Event()
+        self.running: dict[str, tuple[Service, subprocess.Popen[bytes]]] = {}
+        self.env = {**os.environ, **stack_env(layout, config)}
+        self.env.pop("AWS_PROFILE", None)
+        self.started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self.clock = time.monotonic()
+
+    def start(self) -> None:
+        """Start every service and wait until it answers; raises on a failure (the caller stops what was started)."""
+        from .s3 import ensure_bucket
+
+        s3, mlflow, api, scheduler, processor = services(self.layout, self.config)
+        self._spawn(s3)
+        self._spawn(mlflow)  # MLflow starts while Airflow's DB is migrated
+        self._wait(s3, http_ready(self.config.url("s3"), "/moto-api/"), 60)
+        ensure_bucket(self.config.url("s3"), BUCKET)
+        if init_airflow(self.layout, {**self.env, procs.MARKER: self.config.stack_id}, stopping=self.stopping.is_set):
+            self.say("Airflow's database initialised (first start)")
+        for service in (api, scheduler, processor):  # Airflow starts while MLflow may still be starting
+            self._spawn(service)
+        self._wait(mlflow, http_ready(self.config.url("mlflow"), "/health"), 300)
+        self._wait(api, airflow_ready(self.config, self.layout.airflow_password()), 300)
+
+    def _spawn(self, service: Service) -> None:
+        if self.stopping.is_set():
+            raise ServiceUnavailable("start-up interrupted")
+        proc = procs.spawn(service.argv, env={**self.env, **service.env}, stack_id=self.config.stack_id,
+                           log_path=self.layout.log(service.name), cwd=self.layout.root)
+        self.running[service.name] = (service, proc)
+        self.save_state(ready=False)
+
+    def _wait(self, service: Service, check: Any, timeout: float) -> None:
+        proc = self.running[service.name][1]
+
+        def ready() -> str | None:
+            if proc.poll() is not None:
+                raise ServiceUnavailable(
+                    f"{service.name} exited with code {proc.returncode} while starting: {_last_line(self.layout.log(service.name))} "
+                    f"(its log: {self.layout.log(service.name)})"
+                )
+            return check()
+
+        wait_until(ready, what=service.name, timeout=timeout, stopping=self.stopping.is_set,
+                   log=self.layout.log(service.name))
+        self.say(f"{service.name} ready" + (f" at {service.url}" if service.url else ""))
+
+    def say(self, message: str) -> None:
+        print(f"[up] {time.monotonic() - self.clock:5.0f} s  {message}", flush=True)
+
+    def save_state(self, *, ready: bool) -> None:
+        state = {
+            "pid": os.getpid(), "stack_id": self.config.stack_id, "ready": ready, "started": self.started,
+            "services": {name: {"pid": p.pid, "url": s.url, "log": str(self.layout.log(name))}
+                         for name, (s, p) in self.running.items()},
+        }
+        tmp = self.layout.state_json.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=2) + "\n")
+        os.replace(tmp, self.layout.state_json)
+
+    def watch(self) -> None:
+        """Until a stop signal: report a service that exits (the others keep running)."""
+        reported: set[str] = set()
+        while not self.stopping.wait(2.0):
+            for name, (_, proc) in self.running.items():
+                if proc.poll() is not None and name not in reported:
+                    reported.add(name)
+                    print(f"[up] {name} exited with code {proc.returncode}; see {self.layout.log(name)}. "
+                          "Restart the stack: model-release down && model-release up", file=sys.stderr, flush=True)
+
+    def stop(self) -> None:
+        """Stop the services in reverse order (SIGTERM to each one's process group, then SIGKILL), then any stray."""
+        for name, (_, proc) in reversed(list(self.running.items())):
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+            try:
+                proc.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                print(f"[up] {name} did not stop within {STOP_TIMEOUT:.0f} s; killing it", file=sys.stderr, flush=True)
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait()
+        self.running.clear()
+        procs.sweep(self.config.stack_id)
+        self.layout.state_json.unlink(missing_ok=True)
+
+
+def _last_line(log: Path) -> str:
+    try:
+        lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return "no log"
+    return lines[-1].strip()[-600:] if lines else "no output"
+
+
+def summary(layout: Layout, config: StackConfig) -> str:
+    """The lines ``up`` prints once the stack is ready: the URLs, the env file, how to stop it."""
+    env_file = layout.env_file
+    try:
+        env_file = env_file.relative_to(Path.cwd())
+    except ValueError:
+        pass
+    return "\n".join([
+        f"model-release stack is up; its state is in {layout.root}",
+        f"  MLflow UI and tracking   {config.url('mlflow')}",
+        f"  Airflow UI and REST API  {config.url('airflow')}   (user admin; the password is AIRFLOW_PASSWORD in the env file)",
+        f"  S3 endpoint              {config.url('s3')}   (bucket {BUCKET})",
+        f"  use it from a shell:     source {env_file}",
+        "  stop it:                 model-release down   (or Ctrl-C where `model-release up` runs)",
+    ])
+
+
+def _running(layout: Layout) -> dict[str, Any] | None:
+    state = layout.read_json(layout.state_json)
+    return state if state and procs.alive(state.get("pid")) else None
+
+
+def _foreground(layout: Layout) -> int:
+    started = time.monotonic()
+    config, notes = load_config(layout)
+    for note in notes:
+        print(f"[up] {note}", flush=True)
+    stray = procs.sweep(config.stack_id)
+    if stray:
+        print(f"[up] stopped {len(stray)} process(es) left by an earlier run of this stack: {stray}", flush=True)
+    write_env_file(layout, config)
+    supervisor = Supervisor(layout, config)
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        supervisor.stopping.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+    try:
+        supervisor.start()
+    except Exception as exc:  # whatever failed, nothing that was started may keep running
+        interrupted = supervisor.stopping.is_set()
+        supervisor.stop()
+        if interrupted:
+            print("[up] interrupted; every service is stopped", flush=True)
+            return 130
+        print(f"model-release up: {exc}; every service is stopped", file=sys.stderr, flush=True)
+        return exc.exit_code if isinstance(exc, ModelReleaseError) else ServiceUnavailable.exit_code
+    supervisor.save_state(ready=True)
+    print(f"[up] ready in {time.monotonic() - started:.0f} s", flush=True)
+    print(summary(layout, config), flush=True)
+    supervisor.watch()
+    print("[up] stopping ...", flush=True)
+    supervisor.stop()
+    print("[up] stopped; the state is kept for the next `model-release up`", flush=True)
+    return 0
+
+
+def _detach(layout: Layout, *, timeout: float) -> int:
+    """Run the supervisor in the background (its output goes to logs/up.log) and wait until it is ready."""
+    log = layout.log("up")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    offset = log.stat().st_size if log.exists() else 0
+    with open(log, "ab") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "model_release.cli", "up", "--root", str(layout.root)],
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = layout.read_json(layout.state_json) or {}
+        if state.get("pid") == proc.pid and state.get("ready"):
+            print(summary(layout, _saved_config(layout)))
+            print(f"  the supervisor runs in the background (pid {proc.pid}); its log is {log}")
+            return 0
+        if proc.poll() == 130:
+            print("model-release up: stopped (by model-release down or a signal) before the stack was ready", file=sys.stderr)
+            return 130
+        if proc.poll() is not None:
+            tail = log.read_bytes()[offset:].decode(errors="replace").strip().splitlines()[-15:]
+            print("\n".join(tail), file=sys.stderr)
+            print(f"model-release up: the stack did not start (exit {proc.returncode}); the whole log is {log}", file=sys.stderr)
+            return proc.returncode or 4
+        time.sleep(0.5)
+    print(f"model-release up: not ready after {timeout:.0f} s; it keeps starting in the background (pid {proc.pid}). "
+          f"Watch {log}, or stop it with `model-release down`.", file=sys.stderr)
+    return 4
+
+
+def up_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="model-release up", description="Start the local stack and keep it running.")
+    parser.add_argument("--root", type=Path, default=None, help="the stack's folder (default $MODEL_RELEASE_STACK or <project>/.work/stack)")
+    parser.add_argument("--detach", action="store_true", help="run in the background; return once the stack is ready")
+    parser.add_argument("--timeout", type=float, default=600, help="with --detach: seconds to wait for the stack (default 600)")
+    args = parser.parse_args(argv)
+    layout = Layout(args.root or default_root())
+    state = _running(layout)
+    if state:
+        config = _saved_config(layout)
+        print(f"model-release up: the stack is already {'running' if state.get('ready') else 'starting'} "
+              f"(supervisor pid {state['pid']})")
+        print(summary(layout, config))
+        return 0
+    return _detach(layout, timeout=args.timeout) if args.detach else _foreground(layout)
+
+
+def _saved_config(layout: Layout) -> StackConfig:
+    saved = layout.read_json(layout.stack_json) or {}
+    return StackConfig(str(saved.get("stack_id", "")), {k: int(v) for k, v in (saved.get("ports") or {}).items()})
+
+
+def down_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="model-release down", description="Stop the local stack; its state is kept.")
+    parser.add_argument("--root", type=Path, default=None, help="the stack's folder (default $MODEL_RELEASE_STACK or <project>/.work/stack)")
+    args = parser.parse_args(argv)
+    layout = Layout(args.root or default_root())
+    config = _saved_config(layout)
+    if not config.stack_id:
+        print(f"model-release down: no stack in {layout.root} (nothing was ever started there)")
+        return 0
+    state = _running(layout)
+    if state:
+        print(f"stopping the stack in {layout.root} (supervisor pid {state['pid']}) ...", flush=True)
+        procs.stop([int(state["pid"])], timeout=STOP_TIMEOUT * 4)
+    stray = procs.sweep(config.stack_id)
+    layout.state_json.unlink(missing_ok=True)
+    left = procs.marked(config.stack_id)
+    if left:
+        print(f"model-release down: processes of the stack are still running: {left}; stop them with kill -9", file=sys.stderr)
+        return 1
+    if stray:
+        print(f"stopped {len(stray)} process(es) the supervisor had not stopped: {stray}")
+    print("stopped; no process of the stack is left" if state or stray else f"the stack in {layout.root} is not running")
+    return 0

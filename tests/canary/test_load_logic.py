@@ -1,0 +1,244 @@
+"""Unit tests of the load phase's logic: the histogram, windows, stability, pairing, where time goes, the
+latency gates at their boundaries, and the tuning grid (fakes through the Requester protocol, no server)."""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+
+import numpy as np
+import pytest
+from tritonclient.grpc import model_config_pb2 as mc
+
+from model_release.canary import gates as gt
+from model_release.canary.latency import where_time_goes
+from model_release.canary.load import Histogram, LoadRunner, Measurement, Requester, Window, measure, paired_ratios, request_batches, stable
+from model_release.canary.tune import Setting, grid, setting_of
+from model_release.spec import parse_spec
+
+BASE = {"name": "iris", "model": {"name": "m", "alias": "candidate"}}
+
+
+def _spec(**canary):  # noqa: ANN003, ANN202
+    return parse_spec({**BASE, "canary": canary})
+
+
+# --- the histogram ------------------------------------------------------------------------------------
+
+
+def test_histogram_percentiles_are_within_its_precision_of_numpys() -> None:
+    rng = np.random.default_rng(0)
+    latencies = rng.lognormal(mean=-5, sigma=1.0, size=20_000)  # around 7 ms, long tail
+    h = Histogram()
+    for v in latencies:
+        h.record(float(v))
+    for q in (50, 90, 95, 99):
+        exact = float(np.percentile(latencies, q)) * 1e3
+        assert h.percentile_ms(q) == pytest.approx(exact, rel=1 / 64 + 1e-3), q
+    assert h.count == 20_000 and h.figures()["max_ms"] == pytest.approx(latencies.max() * 1e3)
+
+
+def test_histogram_memory_does_not_grow_with_the_count_and_histograms_merge() -> None:
+    a, b = Histogram(), Histogram()
+    size = a.counts.nbytes
+    for i in range(10_000):
+        a.record(0.001 + i * 1e-7)
+    b.record(5.0)
+    assert a.counts.nbytes == size and a.merge(b).count == 10_001
+    assert a.percentile_ms(100) == pytest.approx(5000.0, rel=1 / 64)
+    assert math.isnan(Histogram().percentile_ms(99))
+    overflow = Histogram()
+    overflow.record(1e4)  # beyond the last octave: counted, capped at the largest latency seen
+    assert overflow.count == 1 and overflow.percentile_ms(50) == pytest.approx(1e7)
+
+
+# --- windows, stability and pairs ------------------------------------------------------------------------
+
+
+def _window(target: str, p_ms: float, rows_per_s: float) -> Window:
+    h = Histogram()
+    for _ in range(100):
+        h.record(p_ms / 1e3)
+    return Window(target, 1.0, 100, int(rows_per_s), 0, h)
+
+
+@pytest.mark.parametrize(("p99s", "expected"), [([10, 10.5, 10.9], True), ([10, 10.5, 11.2], False), ([10, 11], False)])
+def test_stability_needs_the_last_windows_within_the_tolerance(p99s, expected) -> None:
+    assert stable([_window("a", p, 100) for p in p99s], 3, 0.1) is expected
+
+
+def test_ratios_come_from_alternating_pairs_and_their_median() -> None:
+    cand = Measurement("candidate", [_window("c", 10, 1000), _window("c", 20, 500), _window("c", 12, 900)])
+    champ = Measurement("champion", [_window("b", 10, 1000), _window("b", 10, 1000), _window("b", 12, 1000)])
+    paired = paired_ratios(cand, champ)
+    assert paired["pairs"] == 3 and paired["p99_ratio"] == pytest.approx(1.0, rel=0.02)
+    assert paired["throughput_ratio"] == pytest.approx(0.9) and paired["p99_ratios"][1] == pytest.approx(2.0, rel=0.02)
+
+
+class Sleeper(Requester):
+    """A requester that takes ``ms`` per request; ``fail_after`` makes every later request fail."""
+
+    made: list[Sleeper] = []
+    lock = threading.Lock()
+
+    def __init__(self, ms: float, fail_after: int = 0) -> None:
+        self.ms, self.fail_after, self.calls, self.closed = ms, fail_after, 0, False
+        self.thread = threading.get_ident()
+        with Sleeper.lock:
+            Sleeper.made.append(self)
+
+    def send(self, batch: int) -> None:
+        assert threading.get_ident() == self.thread, "a requester is used by the thread that made it"
+        self.calls += 1
+        if self.fail_after and self.calls > self.fail_after:
+            raise ConnectionResetError("connection reset by peer")
+        time.sleep(self.ms / 1e3)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_measure_alternates_targets_stops_when_stable_and_closes_every_connection() -> None:
+    Sleeper.made = []
+    runner = LoadRunner(lambda target: Sleeper(2 if target == "a" else 4), concurrency=3, batch_rows=8)
+    try:
+        # a tolerance no jitter of this machine can exceed: both settle on their third window
+        results = measure(runner, ["a", "b"], warmup_s=0.05, window_s=0.2, stable_windows=3, stability=10.0, budget_s=5)
+    finally:
+        runner.close()
+    a, b = results["a"], results["b"]
+    assert a.stable and b.stable and len(a.windows) == len(b.windows) == 3  # A B A B A B
+    assert a.figures(3)["p50_ms"] < b.figures(3)["p50_ms"] and a.figures(3)["throughput_rows_per_s"] > 0
+    assert len(Sleeper.made) == 6 and all(s.closed for s in Sleeper.made)
+
+
+def test_measure_stops_at_the_budget_and_says_it_did_not_settle() -> None:
+    class Drifting(Requester):  # 1 ms in one window, 11 ms in the next: p50 never settles
+        def send(self, batch: int) -> None:
+            time.sleep((1 + 10 * (int(time.monotonic() / 0.15) % 2)) / 1e3)
+
+    runner = LoadRunner(lambda t: Drifting(), concurrency=2, batch_rows=1)
+    try:
+        result = measure(runner, ["a"], warmup_s=0.0, window_s=0.15, stable_windows=3, stability=0.01, budget_s=0.5)["a"]
+    finally:
+        runner.close()
+    assert 1 <= len(result.windows) <= 5 and result.figures(3)["stable"] is False
+
+
+def test_errors_are_counted_with_the_first_one_kept_and_stop_that_target() -> None:
+    runner = LoadRunner(lambda t: Sleeper(1, fail_after=3), concurrency=2, batch_rows=4)
+    try:
+        result = measure(runner, ["a"], warmup_s=0.0, window_s=0.1, stable_windows=2, stability=0.5, budget_s=2)["a"]
+    finally:
+        runner.close()
+    figures = result.figures(2)
+    assert len(result.windows) == 1 and figures["errors"] > 0
+    assert figures["first_error"] == "ConnectionResetError: connection reset by peer"
+
+
+def test_a_dead_server_ends_the_window_at_once() -> None:
+    dead = threading.Event()
+
+    class Hanging(Requester):
+        def send(self, batch: int) -> None:
+            dead.set()
+            time.sleep(30)  # a request blocked on a server that died
+
+    runner = LoadRunner(lambda t: Hanging(), concurrency=2, batch_rows=1, alive=lambda: "exited with code -9" if dead.is_set() else None)
+    started = time.perf_counter()
+    window = runner.window("a", 10.0)
+    assert time.perf_counter() - started < 5 and window.errors >= 1 and window.first_error == "exited with code -9"
+    assert runner.window("a", 1.0).requests == 0  # nothing more is sent
+
+
+def test_requests_are_built_once_from_golden_rows_and_cycled() -> None:
+    golden = {"x": np.arange(10, dtype=np.float32).reshape(10, 1)}
+    batches = request_batches(golden, 4)
+    assert [b["x"][:, 0].tolist() for b in batches] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 0, 1]]
+    big = request_batches({"x": np.zeros((100_000, 3), np.float32)}, 16)
+    assert len(big) == 32  # memory follows the pool, not the golden set
+
+
+# --- where the time goes ---------------------------------------------------------------------------------
+
+
+def test_a_callers_own_time_excludes_the_requests_it_made() -> None:
+    stats = {
+        "router": {"success_count": 10, "success_ns": 100e6, "queue_ns": 5e6, "compute_infer_ns": 95e6, "inference_count": 160,
+                   "execution_count": 10},
+        "small": {"success_count": 10, "success_ns": 40e6, "queue_ns": 10e6, "compute_infer_ns": 30e6},
+        "large": {"success_count": 4, "success_ns": 40e6, "queue_ns": 0, "compute_infer_ns": 40e6},
+    }
+    m = Measurement("candidate", [Window("candidate", 1.0, 10, 160, 0, Histogram(), stats=stats)])
+    figures = where_time_goes(m, 3, {"router": ["small", "large"]})
+    assert figures["router"]["own_ms"] == pytest.approx(2.0) and figures["router"]["calls"] == ["small", "large"]
+    assert figures["small"]["queue_ms"] == pytest.approx(1.0) and figures["small"]["compute_ms"] == pytest.approx(3.0)
+    assert figures["large"]["request_ms"] == pytest.approx(10.0) and "own_ms" not in figures["large"]
+
+
+# --- the latency gates at their boundaries -----------------------------------------------------------------
+
+
+def _figures(p99: float, tput: float, errors: int = 0, stable_: bool = True) -> dict:
+    return {"p99_ms": p99, "throughput_rows_per_s": tput, "errors": errors, "requests": 500, "stable": stable_,
+            "first_error": "ConnectionError: refused" if errors else None}
+
+
+@pytest.mark.parametrize(("ratio", "passes"), [(1.25, True), (1.2501, False)])
+def test_the_p99_ratio_to_the_champion_at_its_boundary(ratio, passes) -> None:
+    gates = gt.load_gates(_spec(), _figures(10 * ratio, 1000), _figures(10, 1000), "release r1", "",
+                          {"pairs": 4, "p99_ratio": ratio, "throughput_ratio": 1.0})
+    gate = next(g for g in gates if g.name == "load.p99_ratio")
+    assert gate.passed is passes
+    assert passes or ("is 1.25 x release r1's 10.000 ms, over canary.load.max_p99_ratio 1.25 (median of 4 alternating window pairs"
+                      in gate.message)
+
+
+@pytest.mark.parametrize(("ratio", "passes"), [(0.8, True), (0.7999, False)])
+def test_the_throughput_ratio_to_the_champion_at_its_boundary(ratio, passes) -> None:
+    gates = gt.load_gates(_spec(), _figures(10, 1000 * ratio), _figures(10, 1000), "r1", "",
+                          {"pairs": 3, "p99_ratio": 1.0, "throughput_ratio": ratio})
+    assert next(g for g in gates if g.name == "load.throughput_ratio").passed is passes
+
+
+@pytest.mark.parametrize(("p99", "passes"), [(20.0, True), (20.001, False)])
+def test_the_absolute_slo_at_its_boundary_and_a_window_that_did_not_settle_is_said(p99, passes) -> None:
+    gates = gt.load_gates(_spec(p99_ms=20), _figures(p99, 1000, stable_=False), None, "", "no champion")
+    slo = next(g for g in gates if g.name == "load.slo_p99")
+    assert slo.passed is passes
+    assert passes or ("exceeds canary.p99_ms 20 ms" in slo.message and "not settled" in slo.message)
+    assert [g.passed for g in gates if g.name.endswith("ratio")] == [None, None]
+
+
+def test_any_request_error_under_load_fails() -> None:
+    gate = gt.load_gates(_spec(), _figures(10, 1000, errors=1), None, "", "none")[0]
+    assert gate.failed and "1 request(s) failed under load (the first: ConnectionError: refused)" in gate.message
+
+
+# --- the tuning grid ---------------------------------------------------------------------------------------
+
+
+def _config(batching: bool = True) -> mc.ModelConfig:
+    config = mc.ModelConfig(name="leaf", backend="onnxruntime", max_batch_size=16)
+    config.instance_group.add(count=1, kind=mc.ModelInstanceGroup.KIND_AUTO)
+    if batching:
+        config.dynamic_batching.max_queue_delay_microseconds = 100
+    return config
+
+
+def test_a_setting_applies_to_a_copy_and_reads_back() -> None:
+    original = _config()
+    tuned = Setting(2, True, 500, (8, 32)).apply(original)
+    assert tuned.instance_group[0].count == 2 and tuned.dynamic_batching.max_queue_delay_microseconds == 500
+    assert list(tuned.dynamic_batching.preferred_batch_size) == [8]  # 32 > max_batch_size 16 is left out
+    assert original.instance_group[0].count == 1 and setting_of(original) == Setting(1, True, 100)
+    assert not Setting(1, False).apply(original).HasField("dynamic_batching")
+
+
+def test_the_grid_starts_with_the_templates_setting_and_has_no_repeats() -> None:
+    spec = _spec(tune={"enabled": True, "instances": [1, 2], "dynamic_batching": [False, True], "max_queue_delay_us": [100, 500]})
+    default = setting_of(_config())
+    settings = grid(spec, default)
+    assert settings[0] == default and len(settings) == len(set(settings)) == 6
+    assert Setting(2, False) in settings and Setting(2, True, 500) in settings

@@ -1,0 +1,112 @@
+"""Latency under load on a real tritonserver: the candidate beside a served champion, window by window."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from model_release.canary import run_canary as canary_stage
+from model_release.canary.tune import leaf_models
+from model_release.errors import CanaryRejected
+from model_release.pipeline import run_stage
+from model_release.repository.config import read_config
+from model_release.repository.lint import lint_repository
+
+from .support import LEAF, make_release, served_champion
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+#: enough alternating windows for a median of pairs on 2 cores
+LOAD = {"warmup_s": 0.3, "window_s": 0.4, "budget_s": 4.0, "concurrency": 4, "batch_rows": 16}
+
+
+def _run(release, champion=None, **kwargs):  # noqa: ANN001, ANN003, ANN202
+    return run_stage(release.workspace, "canary", canary_stage, release.spec, release.intake, release.export,
+                     release.assembled, release.workspace, find_champion=(lambda folder: champion) if champion else None, **kwargs)
+
+
+def _report(release) -> dict:  # noqa: ANN001
+    return json.loads((release.workspace.stage_dir("canary") / "report.json").read_text())
+
+
+def _gates(report: dict) -> dict:
+    return {g["name"]: g for g in report["gates"]}
+
+
+def test_a_candidate_made_slow_is_blocked_by_the_champion_ratio_naming_both_p99s(tmp_path, iris, iris_repository) -> None:
+    onnx_path, golden, reference = iris
+    release = make_release(tmp_path, iris_repository, onnx_path, golden, reference, name="iris_slow",
+                           canary={"load": LOAD})
+    with pytest.raises(CanaryRejected) as caught:
+        _run(release, served_champion(iris_repository, tmp_path))
+    message = str(caught.value)
+    gate = _gates(_report(release))["load.p99_ratio"]
+    assert gate["passed"] is False and gate["candidate"] > 25 and gate["champion"] < gate["candidate"] / 1.25
+    assert f"p99 latency under load {gate['candidate']:.3f} ms is " in message
+    assert f"x release iris-champion's {gate['champion']:.3f} ms, over canary.load.max_p99_ratio 1.25" in message
+    assert "alternating window pairs" in message and "[canary.load.max_p99_ratio]" in message
+    # where the time goes: the sleeping python step holds it, not the model or the ensemble
+    models = _report(release)["load_phase"]["candidate"]["models"]
+    assert models["iris_slow_post"]["compute_ms"] > 20 > models[LEAF]["compute_ms"]
+    assert models["iris_slow"]["own_ms"] < 5 and set(models["iris_slow"]["calls"]) == {LEAF, "iris_slow_post"}
+
+
+def test_a_same_speed_candidate_passes_the_latency_gates(tmp_path, iris, iris_repository) -> None:
+    onnx_path, golden, reference = iris
+    release = make_release(tmp_path, iris_repository, onnx_path, golden, reference, canary={"load": LOAD})
+    result = _run(release, served_champion(iris_repository, tmp_path))
+    report = _report(release)
+    gates = _gates(report)
+    assert result.passed and gates["load.p99_ratio"]["passed"] and gates["load.throughput_ratio"]["passed"]
+    assert gates["load.errors"]["passed"] and gates["load.errors"]["candidate"] == 0
+    phase = report["load_phase"]
+    assert phase["paired"]["pairs"] >= 3 and phase["candidate"]["requests"] > 100
+    assert phase["candidate"]["windows_measured"] == phase["champion"]["windows_measured"]  # A B A B
+    assert "python-backend onnxruntime shim" in phase["note"]
+    assert set(phase["champion"]["models"]) == {"iris__champion", f"{LEAF}__champion", "iris_post__champion"}
+
+
+def test_an_slo_breach_is_blocked(tmp_path, iris, iris_repository) -> None:
+    onnx_path, golden, reference = iris
+    release = make_release(tmp_path, iris_repository, onnx_path, golden, reference, canary={"load": LOAD, "p99_ms": 0.05})
+    with pytest.raises(CanaryRejected) as caught:
+        _run(release)
+    p99 = _report(release)["load_phase"]["candidate"]["p99_ms"]
+    assert f"p99 latency under load {p99:.3f} ms exceeds canary.p99_ms 0.05 ms at concurrency 4 x 16 rows" in str(caught.value)
+    gates = _gates(_report(release))
+    assert gates["load.p99_ratio"]["passed"] is None  # no champion: the ratios are skipped, saying why
+
+
+def test_a_triton_killed_during_the_load_phase_blocks_with_the_reason(tmp_path, iris, iris_repository) -> None:
+    onnx_path, golden, reference = iris
+    release = make_release(tmp_path, iris_repository, onnx_path, golden, reference, name="iris_kill", canary={"load": LOAD})
+    with pytest.raises(CanaryRejected) as caught:
+        _run(release)
+    message = str(caught.value)
+    assert "the canary Triton exited with code -9 during the load phase" in message
+    assert str(release.workspace.stage_dir("canary") / "tritonserver.log") in message
+    assert _report(release)["verdict"] == "rejected"
+    # no process is left: tests/conftest.py fails the session if the server or a stub survived
+
+
+def test_tuning_writes_a_config_that_lints_loads_and_is_at_least_as_fast_as_the_default(tmp_path, iris, iris_repository) -> None:
+    onnx_path, golden, reference = iris
+    tune = {"enabled": True, "trial_s": 0.6, "budget_s": 20, "instances": [1, 2], "dynamic_batching": [False, True],
+            "max_queue_delay_us": [500]}
+    release = make_release(tmp_path, iris_repository, onnx_path, golden, reference, canary={"load": LOAD, "tune": tune})
+    result = _run(release)
+    tuning = _report(release)["tuning"]
+    # the template's own setting is the first trial, then the grid: 1 or 2 instances, batching off or at 500 us
+    assert tuning["trials"][0]["setting"] == tuning["default"] and len(tuning["trials"]) == 5
+    assert result.repository_dir == tuning["repository"] and tuning["leaves"] == [LEAF]
+    assert lint_repository(result.repository_dir).errors == []
+    config = read_config(f"{result.repository_dir}/{LEAF}/config.pbtxt")
+    chosen = tuning["chosen"]
+    assert config.instance_group[0].count == chosen["instances"]
+    assert config.HasField("dynamic_batching") is chosen["dynamic_batching"]
+    if tuning["confirm"] is not None:  # a pick other than the default stands only if it measured at least as fast
+        assert tuning["kept_default"] is (tuning["confirm"]["chosen_throughput"] < tuning["confirm"]["default_throughput"])
+    # the gate's load phase ran on the configuration that ships, without an error
+    assert _report(release)["load_phase"]["candidate"]["errors"] == 0
+    assert leaf_models(release.assembled) == [LEAF]

@@ -1,0 +1,246 @@
+"""README's "Using it", run as written against a stack started by ``model-release up``; then a restart.
+
+The project is copied to a temporary folder (its tracked and untracked-but-not-ignored files, with
+the two venvs linked), so the test's ``.work/stack`` never touches a developer's own stack. One bash
+shell runs every command of the section in order (so ``source`` carries over) and stops at the
+first that fails; each must exit 0 and print what its comment in the README says it prints. The
+README itself starts the stack (``up --detach``) and stops it (``down``).
+
+Then the stack is started again, and must still hold the registered models and aliases, the store's
+releases and channel history, and Airflow's run history. Both UIs answer 200 on the printed URLs;
+headless Chromium saves the Airflow DAG list (showing ``model_release``) and the MLflow model page
+(showing alias ``production``). A last ``down`` must leave no process of the stack, and nothing may
+have been written outside ``.work/`` (no stray ``mlflow.db`` or ``mlruns``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from model_release.local import procs
+from model_release.local.http import AirflowApi, answers
+from model_release.local.s3 import _MOTO_SECRET
+
+from .browser import Chromium, ensure_chromium
+from .readme import Command, commands, script
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(2400)]
+
+PROJECT = Path(__file__).resolve().parents[2]
+SHOTS = PROJECT / ".work" / "screenshots"
+
+
+def _copy_project(dest: Path) -> set[str]:
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=PROJECT,
+                           capture_output=True, check=True).stdout.decode().split("\0")
+    for name in filter(None, files):
+        src = PROJECT / name
+        if src.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+    for venv in (".venv", ".venv-triton"):
+        (dest / venv).symlink_to(PROJECT / venv)
+    return _tree(dest)
+
+
+def _tree(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*")
+            if not {".work", "__pycache__", ".venv", ".venv-triton"} & set(p.relative_to(root).parts)}
+
+
+def _user_env(home: Path) -> dict[str, str]:
+    """A new user's shell: none of the stack's variables, the venv not on PATH; the stack lives in the copy."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "AIRFLOW", "MODEL_RELEASE_", "AWS_"))}
+    venv_bin = str(PROJECT / ".venv" / "bin")
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p and p != venv_bin)
+    env["MODEL_RELEASE_HOME"] = str(home)  # the copy is the project: its .work/stack, dags/ and releases/
+    env.pop("PYTEST_CURRENT_TEST", None)
+    return env
+
+
+def _read_env_file(path: Path) -> dict[str, str]:
+    out = subprocess.run(["bash", "-c", f"source {shlex.quote(str(path))} && env -0"], capture_output=True, check=True)
+    return dict(line.split("=", 1) for line in out.stdout.decode().split("\0") if "=" in line)
+
+
+def _run_session(home: Path, cmds: list[Command], out: Path, env: dict[str, str]) -> list[dict]:
+    out.mkdir()
+    proc = subprocess.run(["bash", "-c", script(cmds, out)], cwd=home, env=env, capture_output=True, text=True, timeout=2100)
+    results = []
+    for i, cmd in enumerate(cmds):
+        if not (out / f"{i}.rc").exists():
+            break
+        start, end = map(float, (out / f"{i}.time").read_text().split())
+        results.append({"cmd": cmd, "rc": int((out / f"{i}.rc").read_text()), "out": (out / f"{i}.out").read_text(),
+                        "seconds": end - start})
+    for r in results:
+        print(f"[readme] {r['seconds']:6.1f} s  rc {r['rc']}  line {r['cmd'].line}: {r['cmd'].first_line[:90]}")
+    last = results[-1] if results else None
+    assert last is not None and len(results) == len(cmds) and last["rc"] == 0, (
+        f"README line {last['cmd'].line if last else '?'} failed (exit {last['rc'] if last else proc.returncode}): "
+        f"{last['cmd'].text if last else ''}\n--- its output ---\n{last['out'][-4000:] if last else proc.stderr[-4000:]}"
+    )
+    return results
+
+
+def _by_start(results: list[dict], prefix: str) -> dict:
+    return next(r for r in results if r["cmd"].text.startswith(prefix))
+
+
+def _json_in(output: str) -> dict:
+    """The JSON document a command printed on stdout, among the log lines it wrote to stderr."""
+    decoder = json.JSONDecoder()
+    for i, line in enumerate(lines := output.splitlines()):
+        if line == "{":
+            return dict(decoder.raw_decode("\n".join(lines[i:]))[0])
+    raise AssertionError(f"no JSON document in:\n{output[-3000:]}")
+
+
+def _check_outputs(results: list[dict]) -> None:
+    for r in results:  # what each README comment says the command prints
+        for fragment in r["cmd"].expect:
+            assert fragment in r["out"], f"README line {r['cmd'].line} says it prints {fragment!r}; it printed:\n{r['out'][-3000:]}"
+    first = _json_in(_by_start(results, "model-release release ")["out"])
+    assert first["promoted"]["channel"] == "production" and first["canary"]["passed"] is True
+    waited = _by_start(results, "model-release status --wait")["out"]
+    assert "waiting for 1 run(s)" in waited and waited.rstrip().splitlines()[-1].split()[1] == "success"
+    report = _json_in(_by_start(results, "model-release report ")["out"])
+    assert report["passed"] is True and report["baseline"]["name"] == "production (version 1)"
+    rollback = _json_in(_by_start(results, "model-release rollback ")["out"])
+    assert rollback["to_release"] == first["release_id"]
+    assert _by_start(results, "python -c 'import mlflow")["out"].strip().splitlines()[-1] == "2"
+
+
+def _stack_id(root: Path) -> str:
+    return str(json.loads((root / "stack.json").read_text())["stack_id"])
+
+
+def _assert_no_process(stack_id: str, urls: list[str]) -> None:
+    assert procs.marked(stack_id) == [], "model-release down left processes of the stack running"
+    for url in urls:
+        assert answers(url, timeout=1) is None, f"{url} still answers after down"
+
+
+def test_readme_using_it_runs_as_written_and_the_stack_survives_a_restart(tmp_path: Path) -> None:
+    ensure_chromium()  # before the stack starts: installing it takes about a minute
+    home = tmp_path / "model-release"
+    home.mkdir()
+    before = _copy_project(home)
+    env = _user_env(home)
+    root = home / ".work" / "stack"
+    cmds = commands(home / "README.md")
+    try:
+        started = time.monotonic()
+        results = _run_session(home, cmds, tmp_path / "session", env)
+        session_s = time.monotonic() - started
+        _check_outputs(results)
+        stack = _read_env_file(root / "env")
+        _assert_no_process(_stack_id(root), [stack["MLFLOW_TRACKING_URI"], stack["AIRFLOW_URL"], stack["AWS_ENDPOINT_URL"]])
+
+        secrets = {"the Airflow password": json.loads((root / "airflow" / "passwords.json").read_text())["admin"],
+                   "the S3 secret key": _MOTO_SECRET}
+        logs = [*(root / "logs").glob("*.log"), *(root / "airflow" / "logs").rglob("*.log")]
+        for what, secret in secrets.items():
+            for r in results:
+                assert secret not in r["out"], f"{what} was printed by README line {r['cmd'].line}"
+            for log in logs:
+                assert secret not in log.read_text(errors="replace"), f"{what} is in {log}"
+        assert (root / "env").stat().st_mode & 0o077 == 0
+
+        # a restart, in the foreground this time, keeps the registry, the store and the run history
+        log = tmp_path / "up-foreground.log"
+        t0 = time.monotonic()
+        with open(log, "w") as out:
+            fg = subprocess.Popen([str(home / ".venv/bin/model-release"), "up"], cwd=home, env=env, stdout=out,
+                                  stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            printed = _wait_for_up(fg, log)
+            warm_s = time.monotonic() - t0
+            stack = _read_env_file(root / "env")
+            assert printed == {"mlflow": stack["MLFLOW_TRACKING_URI"], "airflow": stack["AIRFLOW_URL"],
+                               "s3": stack["AWS_ENDPOINT_URL"]}, printed
+            _check_restarted(stack)
+            _check_uis(printed, stack, tmp_path / "shots")
+        finally:
+            if fg.poll() is None:
+                fg.send_signal(signal.SIGINT)  # Ctrl-C
+                fg.wait(300)
+        assert fg.returncode == 0 and "[up] stopped" in log.read_text(), log.read_text()[-3000:]
+        _assert_no_process(_stack_id(root), list(printed.values()))
+        print(f"[readme] session {session_s:.0f} s (cold up {results[0]['seconds']:.0f} s), warm up {warm_s:.0f} s (foreground)")
+    finally:  # whatever happened: nothing of the stack may keep running
+        down = subprocess.run([str(home / ".venv/bin/model-release"), "down"], cwd=home, env=env,
+                              capture_output=True, text=True, timeout=300)
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert procs.marked(_stack_id(root)) == []
+    stray = _tree(home) - before
+    assert stray == set(), f"the session wrote files outside .work/: {sorted(stray)}"
+
+
+def _wait_for_up(proc: subprocess.Popen, log: Path, timeout: float = 900) -> dict[str, str]:
+    """Wait for a foreground ``model-release up`` to print its URLs; returns them by service."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = log.read_text()
+        if "\n  stop it:" in text:  # the last line of what it prints once ready
+            found = dict(re.findall(r"^  (MLflow|Airflow|S3)[^\n]*?(http://127\.0\.0\.1:\d+)", text, re.M))
+            return {"mlflow": found["MLflow"], "airflow": found["Airflow"], "s3": found["S3"]}
+        assert proc.poll() is None, f"model-release up exited with {proc.returncode}:\n{text[-3000:]}"
+        time.sleep(1.0)
+    raise AssertionError(f"model-release up printed no URLs within {timeout:.0f} s:\n{log.read_text()[-3000:]}")
+
+
+def _check_restarted(stack: dict[str, str]) -> None:
+    import boto3
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=stack["MLFLOW_TRACKING_URI"], registry_uri=stack["MLFLOW_TRACKING_URI"])
+    model = client.get_registered_model("wine-classifier")
+    assert model.aliases == {"candidate": "2", "production": "1"}, model.aliases  # production was rolled back
+
+    s3 = boto3.client("s3", endpoint_url=stack["AWS_ENDPOINT_URL"], aws_access_key_id=stack["AWS_ACCESS_KEY_ID"],
+                      aws_secret_access_key=stack["AWS_SECRET_ACCESS_KEY"], region_name="us-east-1")
+    manifests = [o["Key"] for o in s3.list_objects_v2(Bucket="model-store", Prefix="wine/releases/")["Contents"]
+                 if o["Key"].endswith("/release.json")]
+    assert len(manifests) == 2, manifests
+    history = subprocess.run([sys.executable, "-m", "model_release.cli", "store", "history", "--store", "s3://model-store/wine"],
+                             env={**os.environ, **stack}, capture_output=True, text=True, timeout=120)
+    assert history.returncode == 0, history.stderr
+    assert len(json.loads(history.stdout)) == 3  # two promotions and the rollback
+
+    api = AirflowApi(stack["AIRFLOW_URL"], stack["AIRFLOW_USERNAME"], stack["AIRFLOW_PASSWORD"])
+    runs = api.get("/api/v2/dags/model_release/dagRuns")
+    assert runs["total_entries"] == 1 and runs["dag_runs"][0]["state"] == "success"
+    assert runs["dag_runs"][0]["conf"] == {"spec": "releases/wine.yaml"}
+
+
+def _check_uis(printed: dict[str, str], stack: dict[str, str], shots: Path) -> None:
+    mlflow_url, airflow_url = printed["mlflow"], printed["airflow"]
+    for url in (mlflow_url + "/", airflow_url + "/", airflow_url + "/api/v2/monitor/health"):
+        with urllib.request.urlopen(url, timeout=30) as resp:
+            assert resp.status == 200, url
+    api = AirflowApi(airflow_url, stack["AIRFLOW_USERNAME"], stack["AIRFLOW_PASSWORD"])
+    with Chromium() as browser:
+        browser.set_cookie(airflow_url, "_token", api.token())
+        dags = browser.screenshot(airflow_url + "/dags", shots / "airflow-dags.png", expect=["model_release", "1 Dag"])
+        page = browser.screenshot(mlflow_url + "/#/models/wine-classifier", shots / "mlflow-wine-classifier.png",
+                                  expect=["wine-classifier", "@ production", "@ candidate"])
+    assert "Sign in" not in dags and "model_release.channel" in page
+    for png in shots.glob("*.png"):
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000, png
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    for png in shots.glob("*.png"):
+        shutil.copy2(png, SHOTS / png.name)
+    print(f"[readme] screenshots: {sorted(str(SHOTS / p.name) for p in shots.glob('*.png'))}")

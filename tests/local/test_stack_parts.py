@@ -1,0 +1,243 @@
+"""The pieces of ``model-release up`` one at a time: the tracking-URI rule, process marks, the env file, ports,
+the S3 endpoint that survives a restart, and the README parser the end-to-end README test relies on."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+
+from model_release.cli import COMMANDS
+from model_release.local import procs
+from model_release.local.layout import Layout, load_config, stack_env, write_env_file
+
+from .readme import commands, script
+
+PROJECT = Path(__file__).resolve().parents[2]
+README = PROJECT / "README.md"
+
+
+def _cli(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "model_release.cli", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def _bare_env(tmp_path: Path) -> dict[str, str]:
+    """No tracking URI anywhere: no MLflow variable, no Airflow home, no connection; a fresh HOME."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("MLFLOW_", "AIRFLOW", "MODEL_RELEASE_", "AWS_"))}
+    env["HOME"] = str(tmp_path / "home")
+    return env
+
+
+def _files(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*")}
+
+
+def test_release_without_a_tracking_uri_exits_2_naming_the_ways_and_writes_nothing(tmp_path: Path) -> None:
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    (tmp_path / "home").mkdir()
+    proc = _cli(["release", str(PROJECT / "releases" / "iris.yaml"), "--version", "1"], cwd, _bare_env(tmp_path))
+    assert proc.returncode == 2, proc.stderr
+    message = proc.stderr.strip().splitlines()[-1]
+    for way in ("--tracking-uri", "MLFLOW_TRACKING_URI", "mlflow_default", "model-release up"):
+        assert way in message, message
+    assert _files(cwd) == set() and _files(tmp_path / "home") == set(), "the refused command wrote files"
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_the_airflow_connection_is_the_third_way(tmp_path: Path) -> None:
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    (tmp_path / "home").mkdir()
+    store = tmp_path / "mlflow"
+    store.mkdir()
+    uri = f"sqlite:///{store / 'mlflow.db'}"
+    env = {**_bare_env(tmp_path), "AIRFLOW_HOME": str(tmp_path / "airflow"),
+           "AIRFLOW_CONN_MLFLOW_DEFAULT": json.dumps({"conn_type": "http", "extra": {"tracking_uri": uri}})}
+    proc = _cli(["release", str(PROJECT / "releases" / "iris.yaml"), "--no-promote",
+                 "--workspace", str(tmp_path / "ws")], cwd, env)
+    # it got past the rule and asked that registry for the model, which is not there
+    assert "no MLflow tracking URI" not in proc.stderr
+    assert proc.returncode == 2 and "iris-classifier" in proc.stderr.strip().splitlines()[-1], proc.stderr[-2000:]
+    assert (store / "mlflow.db").is_file()
+    assert not (cwd / "mlflow.db").exists() and not (cwd / "mlruns").exists()
+
+
+def test_marked_processes_are_found_and_stopped_with_their_children(tmp_path: Path) -> None:
+    stack_id = uuid.uuid4().hex
+    parent = procs.spawn(["bash", "-c", "sleep 300 & sleep 300; wait"], env=dict(os.environ), stack_id=stack_id,
+                         log_path=tmp_path / "sleep.log", cwd=tmp_path)
+    other = subprocess.Popen(["sleep", "300"])  # not marked: must survive the sweep
+    try:
+        deadline = time.monotonic() + 10
+        while len(procs.marked(stack_id)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        found = procs.marked(stack_id)
+        assert parent.pid in found and len(found) == 3, found
+        assert other.pid not in found
+        assert sorted(procs.sweep(stack_id)) == found
+        parent.wait(5)
+        assert procs.marked(stack_id) == []
+        assert other.poll() is None
+    finally:
+        for p in (parent, other):
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+
+
+def test_env_file_is_private_and_holds_what_the_services_get(tmp_path: Path) -> None:
+    layout = Layout(tmp_path / "stack")
+    config, notes = load_config(layout)
+    assert notes == []
+    path = write_env_file(layout, config)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(layout.passwords.stat().st_mode) == 0o600
+    text = path.read_text()
+    password = layout.airflow_password()
+    assert f"export AIRFLOW_PASSWORD={password}" in text
+    env = stack_env(layout, config)
+    assert password not in json.dumps(env), "the services' environment must not carry the UI password"
+    for name, value in env.items():
+        assert f"export {name}=" in text, name
+    assert env["MLFLOW_TRACKING_URI"] == f"http://127.0.0.1:{config.ports['mlflow']}"
+    assert env["AIRFLOW__API__HOST"] == "127.0.0.1"
+    # sourcing it in bash gives the same values
+    shown = subprocess.run(["bash", "-c", f"source {path} && echo \"$AWS_ENDPOINT_URL $AIRFLOW_HOME\""],
+                           capture_output=True, text=True, check=True).stdout.split()
+    assert shown == [env["AWS_ENDPOINT_URL"], env["AIRFLOW_HOME"]]
+
+
+def test_ports_are_kept_across_restarts_unless_taken(tmp_path: Path) -> None:
+    layout = Layout(tmp_path / "stack")
+    first, _ = load_config(layout)
+    again, notes = load_config(layout)
+    assert again == first and notes == []
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", first.ports["mlflow"]))
+        blocker.listen()
+        moved, notes = load_config(layout)
+    assert moved.stack_id == first.stack_id
+    assert moved.ports["mlflow"] != first.ports["mlflow"] and moved.ports["s3"] == first.ports["s3"]
+    assert len(notes) == 1 and str(first.ports["mlflow"]) in notes[0] and "taken" in notes[0]
+
+
+def test_status_and_down_of_a_stack_that_is_not_running(tmp_path: Path) -> None:
+    env = {**_bare_env(tmp_path), "MODEL_RELEASE_STACK": str(tmp_path / "stack")}
+    status = _cli(["status"], tmp_path, env)
+    assert status.returncode == 1 and "not running" in status.stdout and "model-release up" in status.stdout
+    down = _cli(["down"], tmp_path, env)
+    assert down.returncode == 0 and "no stack" in down.stdout
+
+
+def _start_s3(port: int, state: Path) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen([sys.executable, "-m", "model_release.local.s3_server", "--port", str(port), "--state", str(state)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/moto-api/", timeout=1)
+            return proc
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    proc.wait()
+    raise AssertionError("the S3 endpoint did not answer within 30 s")
+
+
+@pytest.mark.integration
+def test_the_s3_endpoint_keeps_every_version_across_a_crash_and_a_restart(tmp_path: Path) -> None:
+    from model_release.local.ports import free_port
+    from model_release.local.s3 import ensure_bucket, s3_client
+
+    port, state = free_port(), tmp_path / "s3" / "state.pickle"
+    url = f"http://127.0.0.1:{port}"
+    proc = _start_s3(port, state)
+    try:
+        client = s3_client(url)
+        ensure_bucket(url, "model-store")
+        client.put_bucket_versioning(Bucket="model-store", VersioningConfiguration={"Status": "Enabled"})
+        v1 = client.put_object(Bucket="model-store", Key="iris/channels/production.json", Body=b'{"release_id": "a"}')
+        v2 = client.put_object(Bucket="model-store", Key="iris/channels/production.json", Body=b'{"release_id": "b"}',
+                               IfMatch=v1["ETag"])
+        time.sleep(2.5)  # the autosave runs about a second after the last write
+        proc.send_signal(signal.SIGKILL)  # a crash: no chance to save on the way out
+        proc.wait()
+        assert stat.S_IMODE(state.stat().st_mode) == 0o600
+
+        proc = _start_s3(port, state)
+        ensure_bucket(url, "model-store")  # what `up` does on every start: must not replace the loaded bucket
+        versions = client.list_object_versions(Bucket="model-store")["Versions"]
+        assert sorted(v["VersionId"] for v in versions) == sorted([v1["VersionId"], v2["VersionId"]])
+        old = client.get_object(Bucket="model-store", Key="iris/channels/production.json", VersionId=v1["VersionId"])
+        assert old["Body"].read() == b'{"release_id": "a"}'
+        with pytest.raises(client.exceptions.ClientError) as stale:  # conditional writes still judge by ETag
+            client.put_object(Bucket="model-store", Key="iris/channels/production.json", Body=b"c", IfMatch=v1["ETag"])
+        assert stale.value.response["Error"]["Code"] == "PreconditionFailed"
+        client.put_object(Bucket="model-store", Key="iris/releases/r1/release.json", Body=b"{}")
+        proc.send_signal(signal.SIGTERM)  # a clean stop saves at once
+        assert proc.wait(20) == 0
+
+        proc = _start_s3(port, state)
+        assert client.get_object(Bucket="model-store", Key="iris/releases/r1/release.json")["Body"].read() == b"{}"
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(20)
+
+
+def test_a_torn_s3_state_file_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    state = tmp_path / "state.pickle"
+    state.write_bytes(b"not a pickle")
+    proc = subprocess.run([sys.executable, "-m", "model_release.local.s3_server", "--port", "1", "--state", str(state)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0
+    assert str(state) in proc.stderr and "Move it aside" in proc.stderr
+
+
+def test_readme_using_it_is_a_runnable_session() -> None:
+    cmds = commands(README)
+    texts = [c.text for c in cmds]
+    assert texts[0].startswith(".venv/bin/model-release up --detach")
+    assert texts[1].startswith("source .work/stack/env")
+    assert texts[-1].startswith("model-release down")
+    for cmd in cmds:  # every model-release subcommand the README uses exists
+        words = cmd.first_line.split()
+        if words[0].endswith("model-release"):
+            assert words[1] in COMMANDS, cmd.first_line
+    assert any("register_wine.py" in t for t in texts) and any("/dagRuns" in t for t in texts)
+    assert any(t.startswith("model-release release ") for t in texts)
+    assert sum(bool(c.expect) for c in cmds) >= len(cmds) - 3, "say what a command prints, in backticks"
+
+
+def test_readme_parser_joins_continuations_and_heredocs_and_refuses_a_torn_block(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text(
+        "# x\n## Using it\n```bash\n# a comment\necho a \\\n  b   # prints `a b`\n"
+        "python - <<'EOF'\nprint('#not a comment')\nEOF\n```\n```text\nnot run\n```\n## Next\n```bash\nnot this\n```\n"
+    )
+    cmds = commands(readme)
+    assert [c.text for c in cmds] == ["echo a \\\n  b   # prints `a b`", "python - <<'EOF'\nprint('#not a comment')\nEOF"]
+    assert cmds[0].expect == ["a b"] and cmds[0].line == 5
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = subprocess.run(["bash", "-c", script(cmds[:1] + [type(cmds[0])("false", 0), cmds[0]], out)], capture_output=True)
+    assert proc.returncode == 1
+    assert (out / "0.out").read_text() == "a b\n" and (out / "1.rc").read_text().strip() == "1"
+    assert not (out / "2.out").exists(), "the session must stop at the first failing command"
+    readme.write_text("## Using it\n```bash\necho a \\\n```\n")
+    with pytest.raises(ValueError, match="inside a command"):
+        commands(readme)
