@@ -15,6 +15,7 @@ DAG_FILES = sorted((PROJECT / "dags").glob("*.py"))
 
 _PROBE = """
 import importlib.util, json, sys, time
+import airflow.sdk  # Airflow's own import is not the DAG file's cost: "seconds" is what the file adds
 t = time.perf_counter()
 spec = importlib.util.spec_from_file_location("dagfile", sys.argv[1])
 mod = importlib.util.module_from_spec(spec)
@@ -70,7 +71,7 @@ def test_one_scheduled_dag_per_spec_with_the_specs_schedule() -> None:
     assert info["tasks"]["model_release__iris"] == RELEASE_TASKS
     assert info["queues"]["model_release__iris"]["tensorrt"] == "gpu"
     assert info["schedules"]["model_release__iris"] == "@daily", "the schedule comes from releases/iris.yaml"
-    assert info["seconds"] < 30
+    assert info["seconds"] < 10, f"generating the scheduled DAGs took {info['seconds']:.1f} s beyond importing Airflow"
 
 
 def test_rollback_and_downstream_dags() -> None:
