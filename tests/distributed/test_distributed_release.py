@@ -25,7 +25,7 @@ import pytest
 
 from model_release.local.distributed import BUCKET, DistributedStack
 
-pytestmark = [pytest.mark.distributed, pytest.mark.slow, pytest.mark.timeout(1500)]
+pytestmark = [pytest.mark.distributed, pytest.mark.slow, pytest.mark.timeout(2400)]
 
 RELEASE_TASKS = ("start", "intake", "export", "tensorrt", "assemble", "canary", "promote", "finish")
 

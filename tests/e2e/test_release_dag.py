@@ -22,6 +22,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.dags, pytest.mark.slow]
 SECRET = "moto-local-secret"
 
 
+@pytest.mark.timeout(1800)  # two releases, each with the canary's load phase and tuning, on 2 cores
 def test_two_releases_through_the_dag(stack) -> None:
     store = StoreView(stack, "iris")
     first_version = train_iris(stack.tracking_uri, c=1.0)
@@ -101,6 +102,7 @@ def test_two_releases_through_the_dag(stack) -> None:
 DONE: dict[str, str] = {}
 
 
+@pytest.mark.timeout(1800)
 def test_the_schedule_skips_what_is_not_new_and_never_retries_a_rejected_version_then_a_rollback(stack) -> None:
     if not DONE:
         pytest.skip("needs the two releases of test_two_releases_through_the_dag")

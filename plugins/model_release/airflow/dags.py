@@ -14,6 +14,8 @@ from typing import Any
 
 from airflow.sdk import DAG, Asset, get_current_context, task
 
+#: the XCom key start leaves when it skips the run (nothing new to release), with the reason
+NOTHING_NEW = "nothing_new"
 #: the retry delay of the release tasks (``$MODEL_RELEASE_RETRY_DELAY_S``, default 30 s)
 RETRY_DELAY = timedelta(seconds=float(os.environ.get("MODEL_RELEASE_RETRY_DELAY_S", "30")))
 
@@ -56,9 +58,15 @@ def build_release_dag(dag: DAG, *, channel: str, scheduled: bool, retry_delay: t
     def start() -> dict:
         from model_release.airflow import tasks
 
+        from airflow.sdk.exceptions import AirflowSkipException
+
         ctx = get_current_context()
-        return tasks.start(dict(ctx["params"]), ctx["run_id"], ctx["dag_run"].run_after, run=run_facts(),
-                           scheduled=scheduled, is_active=_is_active)
+        try:
+            return tasks.start(dict(ctx["params"]), ctx["run_id"], ctx["dag_run"].run_after, run=run_facts(),
+                               scheduled=scheduled, is_active=_is_active)
+        except AirflowSkipException as exc:  # finish tells "nothing to release" from "start failed" by this
+            ctx["ti"].xcom_push(key=NOTHING_NEW, value=str(exc))
+            raise
 
     @task(**retries)
     def intake(ref: dict) -> dict:
@@ -110,7 +118,8 @@ def build_release_dag(dag: DAG, *, channel: str, scheduled: bool, retry_delay: t
         from model_release.airflow import tasks
 
         # pulled, not passed: a skipped or failed start leaves no reference, and that is an answer too
-        return tasks.finish(get_current_context()["ti"].xcom_pull(task_ids="start"))
+        ti = get_current_context()["ti"]
+        return tasks.finish(ti.xcom_pull(task_ids="start"), nothing_new=ti.xcom_pull(task_ids="start", key=NOTHING_NEW))
 
     ref = start()
     done = promote(canary(assemble(tensorrt(export(intake(ref))))))

@@ -232,12 +232,13 @@ def _run_record(ref: ReleaseRef) -> dict[str, Any]:
     return record
 
 
-def finish(data: dict[str, Any] | None, *, promoted_ok: bool | None = None) -> dict[str, Any]:
+def finish(data: dict[str, Any] | None, *, nothing_new: str | None = None) -> dict[str, Any]:
     """Settle the run's claim in the channel's ledger: released, rejected (a gate or a user error) or failed.
 
     Runs after every other task, whatever they did (``trigger_rule="all_done"``); skips when the
-    run claimed nothing (a scheduled run with nothing new). It fails (so the DAG run does) when the
-    release was rejected or failed: it is the run's last task, and its state is the run's.
+    run claimed nothing (a scheduled run with nothing new, ``nothing_new`` the reason start gave). It
+    fails (so the DAG run does) when start failed or the release was rejected or failed: it is the
+    run's last task, and its state is the run's.
     """
     from airflow.sdk.exceptions import AirflowSkipException
 
@@ -245,7 +246,12 @@ def finish(data: dict[str, Any] | None, *, promoted_ok: bool | None = None) -> d
     from ..types import PromoteResult
     from ..workspace import STAGES
 
-    if not data or not (data.get("claim") or {}).get("version"):
+    if not data:
+        if nothing_new:
+            raise AirflowSkipException(f"this run claimed no model version ({nothing_new}): nothing to record")
+        # start failed (a bad spec or Param, MLflow or the store unreachable): the run must fail too
+        raise AirflowFailException("the start task failed, so this run claimed and released nothing; its log says why")
+    if not (data.get("claim") or {}).get("version"):
         raise AirflowSkipException("this run claimed no model version: nothing to record")
     ref = ReleaseRef.from_dict(data)
     ws = _workspace(ref)
