@@ -52,3 +52,39 @@ def test_atomic_write_leaves_old_content_on_failure(tmp_path) -> None:
     assert target.read_bytes() == b"old"
     assert [p.name for p in tmp_path.iterdir()] == ["f.json"], "no temporary file left behind"
     assert sha256_file(target, chunk=2) == hashlib.sha256(b"old").hexdigest()
+
+
+def test_a_release_id_is_claimed_once_and_its_owner_may_return(tmp_path) -> None:
+    from model_release.errors import UserError
+
+    ws = Workspace("iris-1", tmp_path / "root")
+    ws.check_unused()
+    assert not (tmp_path / "root").exists()  # checking writes nothing
+    ws.claim("airflow run manual__1")
+    assert ws.owner() == "airflow run manual__1"
+    (ws.stage_dir("intake") / "intake.json").write_text("{}")
+    ws.check_unused("airflow run manual__1")  # a retry of the same run: its own workspace
+    ws.claim("airflow run manual__1")
+    for other in (None, "airflow run manual__2"):
+        with pytest.raises(UserError, match=r"release id 'iris-1' is taken: its workspace .* already holds a release \(intake\)"):
+            ws.check_unused(other)
+    empty = Workspace("iris-2", tmp_path / "root")
+    empty.path.mkdir()
+    empty.check_unused()  # an empty folder holds no release
+    empty.claim()
+    assert empty.owner().startswith("pid ")
+
+
+def test_a_workspace_root_that_cannot_be_a_folder_is_refused_before_anything_is_written(tmp_path) -> None:
+    from model_release.errors import UserError
+
+    (tmp_path / "file").write_text("x")
+    for root, why in ((tmp_path / "file" / "ws", f"{tmp_path / 'file'} exists and is not a folder"),
+                      (tmp_path / "file", "it exists and is not a folder"),
+                      ("/dev/null/ws", "/dev/null exists and is not a folder")):
+        with pytest.raises(UserError, match="cannot be a folder") as err:
+            Workspace("r1", root).check_unused()
+        assert why in str(err.value) and "pass --workspace a writable folder" in str(err.value)
+    with pytest.raises(UserError, match="is not a folder name"):
+        Workspace("r1", "")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]

@@ -9,56 +9,90 @@
     model-release up [--detach] | down | status [--wait]                   the local stack as services
 
 Exit codes: 0 success, 1 failure, 2 bad input (spec, model), 3 blocked by a gate, 4 infrastructure.
+An error is one line on stderr (credentials redacted, control characters escaped); ``--debug``
+anywhere on the command line adds the traceback. ``MODEL_RELEASE_LOG_LEVEL`` sets the log level
+(default INFO); ``MODEL_RELEASE_DEBUG_LOGGERS=botocore,urllib3`` lets those libraries log at DEBUG.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
-import logging
 import os
 import sys
+import traceback
 from pathlib import Path
+from typing import Any, NoReturn
 
-from .errors import ModelReleaseError
+from .errors import ModelReleaseError, UserError
+from .safe_text import echo, one_line, redact, redact_tree
+
+#: the largest report.json `report` reads (a canary report is a few hundred KiB)
+MAX_REPORT_BYTES = 64 << 20
+#: the deepest JSON `report` parses (a canary report nests about 6 levels)
+MAX_REPORT_DEPTH = 64
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error raised as a one-line :class:`UserError` (exit 2) instead of usage text."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UserError(f"{message}; see {self.prog} --help")
+
+
+def _endpoint(raw: str) -> str:
+    """``--triton``: ``host:port`` with a port from 1 to 65535."""
+    host, sep, port = raw.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535 or any(c in host for c in "/@ \t"):
+        raise argparse.ArgumentTypeError(f"{echo(raw)} is not HOST:PORT (a port from 1 to 65535), e.g. 127.0.0.1:8000")
+    return raw
 
 
 def _release(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="model-release release", description="Run every stage of a release in this process.")
+    parser = _Parser(prog="model-release release", description="Run every stage of a release in this process.")
     parser.add_argument("spec", help="release spec (YAML), e.g. releases/iris.yaml")
     pick = parser.add_mutually_exclusive_group()
     pick.add_argument("--alias", help="override model.alias")
     pick.add_argument("--version", type=int, help="release this model version instead of the alias")
-    parser.add_argument("--release-id", help="name the release (default: <name>-<UTC time>-<hex>)")
+    parser.add_argument("--release-id", help="name the release (default: <name>-<UTC time>-<hex>); refused when taken")
     parser.add_argument("--workspace", help="workspace root (default $MODEL_RELEASE_WORKSPACE or ./.work/workspace)")
     parser.add_argument("--tracking-uri", help="MLflow tracking URI (default $MLFLOW_TRACKING_URI, then Airflow connection mlflow_default)")
-    parser.add_argument("--triton", help="a running canary Triton host:port (default: start a local one)")
+    parser.add_argument("--mlflow-timeout", metavar="S",
+                        help="seconds an MLflow request may wait (default $MLFLOW_HTTP_REQUEST_TIMEOUT or 8)")
+    parser.add_argument("--mlflow-retries", metavar="N",
+                        help="retries of a failed MLflow request (default $MLFLOW_HTTP_REQUEST_MAX_RETRIES or 2)")
+    parser.add_argument("--triton", type=_endpoint, help="a running canary Triton host:port (default: start a local one)")
     parser.add_argument("--no-promote", action="store_true", help="stop after the canary")
     args = parser.parse_args(argv)
 
+    from .mlflow_env import request_limits
+    from .names import check_release_id
     from .pipeline import Services, release
     from .spec import load_spec
     from .workspace import Workspace, new_release_id
 
-    overrides = {"model.version": args.version} if args.version else {"model.alias": args.alias} if args.alias else None
-    spec = load_spec(args.spec, overrides=overrides)
-    tracking_uri = _tracking_uri(args.tracking_uri)
-    if tracking_uri is None:
-        return 2
-    ws = Workspace(args.release_id or new_release_id(spec.name), args.workspace)
-    outcome = release(spec, ws, Services(tracking_uri=tracking_uri, triton_endpoint=args.triton), promote=not args.no_promote)
-    print(json.dumps(outcome.to_dict(), indent=2, default=str))
+    with request_limits(args.mlflow_timeout, args.mlflow_retries):
+        overrides = ({"model.version": args.version} if args.version is not None
+                     else {"model.alias": args.alias} if args.alias is not None else None)
+        spec = load_spec(args.spec, overrides=overrides)
+        release_id = check_release_id(args.release_id) if args.release_id is not None else new_release_id(spec.name)
+        ws = Workspace(release_id, args.workspace)
+        services = Services(tracking_uri=_tracking_uri(args.tracking_uri), triton_endpoint=args.triton)
+        outcome = release(spec, ws, services, promote=not args.no_promote)  # its preflight checks the rest
+    _print_json(outcome.to_dict())
     return 0
 
 
-def _tracking_uri(flag: str | None) -> str | None:
-    """The MLflow tracking URI from the flag, $MLFLOW_TRACKING_URI or Airflow's mlflow_default; else say how to give one.
+def _tracking_uri(flag: str | None) -> str:
+    """The MLflow tracking URI from the flag, $MLFLOW_TRACKING_URI or Airflow's mlflow_default.
 
     Never MLflow's own default, which would create ./mlruns or ./mlflow.db in the current folder.
     The connection is looked up only where Airflow is configured ($AIRFLOW_HOME or the connection's variable).
     """
-    uri = flag or os.environ.get("MLFLOW_TRACKING_URI")
-    if not uri and (os.environ.get("AIRFLOW_HOME") or os.environ.get("AIRFLOW_CONN_MLFLOW_DEFAULT")):
+    uri = flag if flag is not None else os.environ.get("MLFLOW_TRACKING_URI")
+    if uri is None and (os.environ.get("AIRFLOW_HOME") or os.environ.get("AIRFLOW_CONN_MLFLOW_DEFAULT")):
         from .airflow.hooks import MlflowHook
         from .errors import ServiceUnavailable
 
@@ -66,26 +100,87 @@ def _tracking_uri(flag: str | None) -> str | None:
             uri = MlflowHook().tracking_uri()
         except ServiceUnavailable:
             uri = None
-    if not uri:
-        print("model-release: no MLflow tracking URI. Give one with --tracking-uri URI, the environment variable "
-              "MLFLOW_TRACKING_URI, or an Airflow connection mlflow_default (extra {\"tracking_uri\": URI}); "
-              "or start the local stack with `model-release up` and `source .work/stack/env`.", file=sys.stderr)
+    if uri is None:
+        raise UserError("no MLflow tracking URI: give one with --tracking-uri URI, the environment variable "
+                        "MLFLOW_TRACKING_URI, or an Airflow connection mlflow_default (extra {\"tracking_uri\": URI}); "
+                        "or start the local stack with `model-release up` and `source .work/stack/env`")
     return uri
 
 
 def _report(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="model-release report", description="Print a canary report's verdict and figures.")
+    parser = _Parser(prog="model-release report", description="Print a canary report's verdict and figures.")
     parser.add_argument("report", help="report.json (from a workspace's canary/ or a store's reports/)")
     args = parser.parse_args(argv)
-    path = Path(args.report)
-    if path.is_dir():
-        path = path / "report.json"
-    if not path.is_file():
-        print(f"model-release report: {str(path)!r} does not exist; pass a canary report.json", file=sys.stderr)
-        return 2
-    data = json.loads(path.read_text())
-    print(json.dumps(data, indent=2))
+    data = read_report(args.report)
+    _print_json(data)
     return 0 if report_passed(data) else 3
+
+
+def read_report(raw: str) -> dict[str, Any]:
+    """The canary report at ``raw`` (a report.json, or a folder holding one), checked to be one.
+
+    Raises:
+        UserError: it is missing, too large, not UTF-8 JSON, or not a canary report (a JSON
+            object with a ``passed`` flag or a ``verdict``).
+    """
+    shown = echo(raw, 200)
+    if not raw:
+        raise UserError("the report path is empty; pass a canary report.json")
+    path = Path(raw)
+    if path.is_dir():
+        path, shown = path / "report.json", echo(str(path / "report.json"), 200)
+    if not path.is_file():
+        what = "does not exist" if not path.exists() else "is not a file"
+        raise UserError(f"{shown} {what}; pass a canary report.json (from a workspace's canary/ or a store's reports/)")
+    try:
+        with open(path, "rb") as f:
+            raw_bytes = f.read(MAX_REPORT_BYTES + 1)
+    except OSError as exc:
+        raise UserError(f"{shown} cannot be read ({exc.strerror or type(exc).__name__}); check its permissions") from None
+    if len(raw_bytes) > MAX_REPORT_BYTES:
+        raise UserError(f"{shown} is larger than {MAX_REPORT_BYTES >> 20} MiB, far more than a canary report; "
+                        "pass a canary report.json")
+    try:
+        text = raw_bytes.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{shown} is not UTF-8 text (byte 0x{raw_bytes[exc.start]:02x} at offset {exc.start}), so not "
+                        "a canary report; pass a canary report.json") from None
+    if _json_depth(text) > MAX_REPORT_DEPTH:
+        raise UserError(f"{shown} nests deeper than {MAX_REPORT_DEPTH} levels, which no canary report does; "
+                        "pass a canary report.json")
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise UserError(f"{shown} is not JSON ({exc}); pass a canary report.json") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{shown} holds a JSON {type(data).__name__}, not a canary report (a JSON object with "
+                        "'passed' and 'verdict'); pass a canary report.json")
+    if not isinstance(data.get("passed"), bool) and not isinstance(data.get("verdict"), str):
+        raise UserError(f"{shown} is not a canary report: it has neither a 'passed' flag nor a 'verdict'; "
+                        "pass a canary report.json")
+    return data
+
+
+def _json_depth(text: str) -> int:
+    """How deeply ``text``'s brackets nest, outside strings (counted without parsing)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
 
 
 def report_passed(report: dict) -> bool:
@@ -108,9 +203,31 @@ def _store(argv: list[str]) -> int:
 
 
 def _lint(argv: list[str]) -> int:
+    """``lint``: the repository path is checked here; argparse's usage errors become one line."""
     from .repository.lint_cli import main as lint_main
 
-    return lint_main(argv)
+    probe = argparse.ArgumentParser(add_help=False)
+    probe.add_argument("path", nargs="?")
+    known, _ = probe.parse_known_args([a for a in argv if a not in ("-h", "--help")])
+    if known.path is not None:
+        path = Path(known.path)
+        if not known.path or not path.is_dir():
+            what = "does not exist" if known.path and not path.exists() else "is not a folder"
+            raise UserError(f"repository path {echo(known.path, 200)} {what}; give the model repository's folder "
+                            "(one folder per model)")
+    errors = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(errors):
+            return lint_main(argv)
+    except SystemExit as exc:  # argparse: usage text, then "prog: error: message"
+        if exc.code in (0, None):
+            return 0
+        last = [line for line in errors.getvalue().splitlines() if line.strip()][-1:] or ["invalid arguments"]
+        raise UserError(f"{last[0].split(': error: ', 1)[-1]}; see model-release lint --help") from None
+    finally:
+        text = errors.getvalue()
+        if text and not text.lstrip().startswith("usage:"):
+            sys.stderr.write(text)
 
 
 def _demo(argv: list[str]) -> int:
@@ -141,20 +258,51 @@ COMMANDS = {"release": _release, "lint": _lint, "report": _report, "store": _sto
             "up": _up, "down": _down, "status": _status}
 
 
+def _print_json(data: Any) -> None:
+    print(json.dumps(redact_tree(data), indent=2, default=str))
+
+
+def _fail(command: str, message: str) -> None:
+    print(f"model-release{' ' + command if command else ''}: {one_line(message)}", file=sys.stderr)
+
+
+def _traceback() -> None:
+    sys.stderr.write(redact(traceback.format_exc()))
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
-        print(__doc__.strip(), file=sys.stderr if argv and argv[0] not in ("-h", "--help") else sys.stdout)
-        if argv and argv[0] not in ("-h", "--help"):
-            print(f"\nmodel-release: unknown command {argv[0]!r}; valid: {', '.join(COMMANDS)}", file=sys.stderr)
-            return 2
-        return 0 if argv else 2
-    logging.basicConfig(level=os.environ.get("MODEL_RELEASE_LOG_LEVEL", "INFO"), format="%(levelname)s %(name)s: %(message)s")
+    debug = "--debug" in argv or os.environ.get("MODEL_RELEASE_DEBUG", "") not in ("", "0")
+    argv = [a for a in argv if a != "--debug"]
+    if argv and argv[0] in ("-h", "--help"):
+        print(__doc__.strip())
+        return 0
+    if not argv or argv[0] not in COMMANDS:
+        given = f"unknown command {echo(argv[0])}" if argv else "no command given"
+        _fail("", f"{given}; valid: {', '.join(COMMANDS)}; see model-release --help")
+        return 2
+    command = argv[0]
+    from .logs import cli_logging
+
     try:
-        return COMMANDS[argv[0]](argv[1:])
+        with cli_logging():
+            return COMMANDS[command](argv[1:])
     except ModelReleaseError as exc:
-        print(f"model-release {argv[0]}: {exc}", file=sys.stderr)
+        if debug:
+            _traceback()
+        _fail(command, str(exc))
         return exc.exit_code
+    except SystemExit as exc:  # --help of a command
+        return exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+    except KeyboardInterrupt:
+        _fail(command, "interrupted")
+        return 130
+    except Exception as exc:  # noqa: BLE001 - never a traceback at a terminal; --debug shows it
+        if debug:
+            _traceback()
+        _fail(command, f"unexpected {type(exc).__name__}: {exc}. This is a bug, or an input model-release does not "
+                       "yet refuse by name: rerun with --debug for the traceback, and report it")
+        return 1
 
 
 if __name__ == "__main__":

@@ -22,13 +22,16 @@ an operator knows whether to fix the input or retry::
         │   └── ConflictError      a channel pointer moved meanwhile (another promotion won)
         └── GpuUnavailable         a stage that demands a GPU found none
 
-Third-party exceptions are converted at the boundary (``raise XError(...) from exc``), and no
-message ever carries a credential.
+Third-party exceptions are converted at the boundary (``raise XError(...) from exc``). Every
+message is made safe where it is made (:func:`~model_release.safe_text.one_line`): credentials in
+URIs are redacted, control characters escaped (a message is one line), its length capped.
 """
 
 from __future__ import annotations
 
 import copy
+
+from .safe_text import one_line
 
 
 class ModelReleaseError(Exception):
@@ -40,7 +43,7 @@ class ModelReleaseError(Exception):
     exit_code = 1
 
     def __init__(self, message: str, *, stage: str | None = None) -> None:
-        super().__init__(message)
+        super().__init__(one_line(message))
         self.stage = stage
 
     def __str__(self) -> str:  # "stage: message" reads well on one line in logs
@@ -59,7 +62,7 @@ class ModelReleaseError(Exception):
         (``ConflictError.winner``, ``.stage``): ``raise exc.restated(f"... {exc.message}") from None``.
         """
         clone = copy.copy(self)
-        clone.args = (message,)
+        clone.args = (one_line(message),)
         return clone
 
 

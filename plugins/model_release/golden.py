@@ -12,6 +12,7 @@ refused with its name, what was expected and what was found.
 
 from __future__ import annotations
 
+import math
 import shutil
 import tempfile
 import zipfile
@@ -129,7 +130,33 @@ def golden_file(spec: ReleaseSpec) -> Path:
     """
     path = spec.resolve_path(spec.golden.path or "")
     if not path.is_file():
-        raise SpecError(f"golden.path {str(path)!r} does not exist; name an .npz or .parquet file of model inputs")
+        what = "is not a file" if path.exists() else "does not exist"
+        raise SpecError(f"golden.path {str(path)!r} {what}; name an .npz or .parquet file of model inputs")
+    return path
+
+
+def check_golden_file(spec: ReleaseSpec) -> Path:
+    """The golden file exists and reads as what its name says, checked before any stage runs.
+
+    Only what needs no model: an ``.npz`` file is a zip of ``.npy`` arrays whose headers are
+    readable, whose data is as long as their headers say and whose row counts agree; a
+    ``.parquet`` file has a readable footer. The columns are checked against the model's
+    signature at export (:func:`check_golden`), once the signature is known.
+
+    Raises:
+        SpecError: it is missing or not what its name says (the message names the file and why).
+    """
+    path = golden_file(spec)
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            pq.ParquetFile(path)
+        except Exception as exc:  # noqa: BLE001 - pyarrow raises several kinds
+            raise SpecError(f"golden.path {str(path)!r} is not a readable parquet file ({exc})") from None
+        return path
+    with _open_npz(path) as (_, readers):
+        _row_count(path, readers)
     return path
 
 
@@ -315,24 +342,8 @@ def iter_npz(path: str | Path, batch_rows: int, *, limit: int | None = None) -> 
     Arrays must share their first dimension. Object arrays are refused (they need pickle); save
     strings as fixed-width unicode (``arr.astype(str)``).
     """
-    try:
-        zf = zipfile.ZipFile(path)
-    except (OSError, zipfile.BadZipFile) as exc:
-        raise SpecError(f"golden.path {str(path)!r} is not a readable .npz file ({exc})") from exc
-    with zf:
-        readers = {}
-        for member in zf.namelist():
-            if member.endswith(".npy"):
-                readers[member[:-4]] = _NpyReader(zf.open(member), str(path), member[:-4])
-        if not readers:
-            raise SpecError(f"golden.path {str(path)!r} holds no arrays")
-        counts = {name: r.rows for name, r in readers.items()}
-        if len(set(counts.values())) > 1:
-            raise SpecError(
-                f"golden set {path}: its arrays have different row counts {counts}; every array holds one row per "
-                "example, so they must have the same length (nothing is cut to the shortest)"
-            )
-        total = next(iter(counts.values()))
+    with _open_npz(path) as (_, readers):
+        total = _row_count(path, readers)
         if limit is not None:
             total = min(total, limit)
         for start in range(0, total, batch_rows):
@@ -340,12 +351,58 @@ def iter_npz(path: str | Path, batch_rows: int, *, limit: int | None = None) -> 
             yield {name: r.read(n) for name, r in readers.items()}
 
 
+class _open_npz:  # noqa: N801 - used as a function: ``with _open_npz(path) as (zf, readers)``
+    """The zip file and a reader per ``.npy`` array in it (header checked against its data's length)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+
+    def __enter__(self) -> tuple[zipfile.ZipFile, dict[str, _NpyReader]]:
+        try:
+            self.zf = zipfile.ZipFile(self.path)
+        except (OSError, zipfile.BadZipFile, ValueError) as exc:
+            raise SpecError(f"golden.path {self.path!r} is not a readable .npz file ({exc}); "
+                            "write it with numpy.savez") from None
+        try:
+            readers = {}
+            for info in self.zf.infolist():
+                if info.filename.endswith(".npy"):
+                    readers[info.filename[:-4]] = _NpyReader(self.zf, info, self.path)
+        except BaseException:
+            self.zf.close()
+            raise
+        if not readers:
+            self.zf.close()
+            raise SpecError(f"golden.path {self.path!r} holds no arrays; write it with numpy.savez(path, input=X)")
+        return self.zf, readers
+
+    def __exit__(self, *_: Any) -> None:
+        self.zf.close()
+
+
+def _row_count(path: str | Path, readers: dict[str, _NpyReader]) -> int:
+    counts = {name: r.rows for name, r in readers.items()}
+    if len(set(counts.values())) > 1:
+        raise SpecError(
+            f"golden set {path}: its arrays have different row counts {counts}; every array holds one row per "
+            "example, so they must have the same length (nothing is cut to the shortest)"
+        )
+    return next(iter(counts.values()))
+
+
 class _NpyReader:
-    def __init__(self, fp: Any, path: str, name: str) -> None:
-        self.fp = fp
-        version = np.lib.format.read_magic(fp)
-        reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-        shape, fortran, dtype = reader(fp)
+    """One ``.npy`` member of an ``.npz`` file, read a batch of rows at a time."""
+
+    def __init__(self, zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: str) -> None:
+        name = info.filename[:-4]
+        self.fp = zf.open(info)
+        try:
+            version = np.lib.format.read_magic(self.fp)
+            reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            shape, fortran, dtype = reader(self.fp)
+        except (ValueError, OSError, EOFError, SyntaxError, zipfile.BadZipFile) as exc:
+            raise SpecError(f'golden set {path}: array "{name}" is not a readable .npy array ({exc}); '
+                            "write the file with numpy.savez") from None
         if dtype.hasobject or fortran:
             raise SpecError(
                 f'golden set {path}: array "{name}" is {"an object array" if dtype.hasobject else "Fortran-ordered"}; '
@@ -353,8 +410,17 @@ class _NpyReader:
             )
         if not shape:
             raise SpecError(f'golden set {path}: array "{name}" is a scalar; give one row per example')
+        if dtype.itemsize == 0:
+            raise SpecError(f'golden set {path}: array "{name}" has dtype {dtype}, whose items hold no bytes')
         self.rows, self.row_shape, self.dtype = shape[0], tuple(shape[1:]), dtype
-        self.row_bytes = int(np.prod(self.row_shape, dtype=np.int64)) * dtype.itemsize
+        self.row_bytes = math.prod(self.row_shape) * dtype.itemsize
+        held = info.file_size - self.fp.tell()
+        if held != self.rows * self.row_bytes:
+            raise SpecError(
+                f'golden set {path}: array "{name}" has a header saying {list(shape)} of {dtype} '
+                f"({self.rows * self.row_bytes} bytes of data) but holds {held} bytes; the file is truncated or "
+                "its header was altered: write it again with numpy.savez"
+            )
 
     def read(self, n: int) -> np.ndarray:
         data = self.fp.read(n * self.row_bytes)

@@ -6,9 +6,11 @@ maps the signature to Triton tensor specs (wire dtypes, dims without the batch d
 made valid for Triton with the renaming recorded), and records the lineage (run id, source, the
 run's metrics and params) and a content digest of the downloaded files.
 
-MLflow's exceptions are converted here: a model, alias or version that does not exist is an
-:class:`~model_release.errors.IntakeError` naming what is valid; a tracking store that cannot be
-reached is a :class:`~model_release.errors.ServiceUnavailable`.
+MLflow's exceptions are converted here: a model, alias or version that does not exist, or whose
+artifacts are gone, is an :class:`~model_release.errors.IntakeError` naming what is valid; a
+tracking store that cannot be reached is a :class:`~model_release.errors.ServiceUnavailable`
+(within MLflow's request limits, see :mod:`~model_release.mlflow_env`). The result records the
+tracking URI and the version's source with any credential redacted.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from .dtypes import triton_from_mlflow, triton_from_numpy
 from .errors import IntakeError, ModelReleaseError, ServiceUnavailable
 from .mlflow_env import quiet_mlflow_env
 from .mlmodel import read_mlmodel, triton_name
+from .safe_text import redact
 from .types import IntakeResult, TensorSpec
 from .workspace import Workspace, sha256_file
 
@@ -120,11 +123,10 @@ def resolve(
     run = _get_run(client, version.run_id) if version.run_id else None
 
     stage = ws.stage_dir("intake", fresh=True)
-    model_dir = _download(ref.name, str(version.version), stage / "model", tracking_uri)
-
-    mlmodel = read_mlmodel(model_dir)
-    flavor = next((f for f in SUPPORTED_FLAVORS if f in mlmodel.flavors), None)
     where = f'model "{ref.name}" version {version.version}'
+    model_dir = _download(ref.name, str(version.version), stage / "model", tracking_uri)
+    mlmodel = _read_downloaded(model_dir, where, str(version.source))
+    flavor = next((f for f in SUPPORTED_FLAVORS if f in mlmodel.flavors), None)
     if flavor is None:
         raise IntakeError(
             f"{where} has flavor(s) {sorted(mlmodel.flavors)}, none of which can be exported to ONNX; "
@@ -147,7 +149,7 @@ def resolve(
         version=str(version.version),
         alias=ref.alias,
         run_id=version.run_id,
-        source=str(version.source),
+        source=redact(str(version.source)),
         flavor=flavor,
         model_dir=str(model_dir),
         inputs=inputs,
@@ -157,7 +159,7 @@ def resolve(
         params={k: str(v) for k, v in (run.data.params if run else {}).items()},
         name_map={**in_map, **out_map},
         classes=None,
-        tracking_uri=tracking_uri,
+        tracking_uri=redact(tracking_uri) if tracking_uri else tracking_uri,
     )
     from .native import load_native
 
@@ -170,7 +172,12 @@ def resolve(
 
 def _mlflow_boundary(exc: Exception, what: str) -> Exception:
     """Convert an MLflow exception that is not a "does not exist" into an infrastructure error."""
-    return ServiceUnavailable(f"MLflow could not {what}: {getattr(exc, 'message', exc)}")
+    from .mlflow_env import RETRIES_ENV, TIMEOUT_ENV
+
+    limits = (f"each request waited up to {os.environ.get(TIMEOUT_ENV)} s and was retried {os.environ.get(RETRIES_ENV)} "
+              "times (--mlflow-timeout / --mlflow-retries, or MLFLOW_HTTP_REQUEST_TIMEOUT / MLFLOW_HTTP_REQUEST_MAX_RETRIES)")
+    return ServiceUnavailable(f"MLflow could not {what}: {getattr(exc, 'message', exc)}; {limits}. "
+                              "Retry once the tracking server is reachable")
 
 
 def _not_found(exc: Exception) -> bool:
@@ -228,6 +235,27 @@ def _get_run(client: Any, run_id: str) -> Any:
         if _not_found(exc):
             return None  # the run was deleted; the version is still immutable
         raise _mlflow_boundary(exc, f"read run {run_id}") from exc
+
+
+def _read_downloaded(model_dir: Path, where: str, source: str) -> Any:
+    """The downloaded model's MLmodel.
+
+    Raises:
+        IntakeError: there is none (the version's artifacts were deleted or moved), or it is not
+            an MLmodel file MLflow can read.
+    """
+    if not (model_dir / "MLmodel").is_file():
+        held = sorted(p.name for p in model_dir.iterdir())[:5] if model_dir.is_dir() else []
+        raise IntakeError(
+            f"{where}: its artifacts are missing (the download from {redact(source)} found "
+            f"{'only ' + ', '.join(held) if held else 'nothing'}, no MLmodel file); they were deleted or moved. "
+            "Log and register the model again and release that version, or pick another version"
+        )
+    try:
+        return read_mlmodel(model_dir)
+    except Exception as exc:  # noqa: BLE001 - MLflow raises several kinds for a damaged MLmodel
+        raise IntakeError(f"{where}: its MLmodel file cannot be read ({type(exc).__name__}: {exc}); "
+                          "log and register the model again") from None
 
 
 def _download(name: str, version: str, dst: Path, tracking_uri: str | None) -> Path:

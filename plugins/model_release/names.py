@@ -10,6 +10,8 @@ files import it at parse time.
 - :data:`MODEL_NAME`: a Triton model folder the assembler writes (up to 128 characters).
 - :data:`ALIAS`: an MLflow registered-model alias.
 - :data:`RELEASE_ID`: a release id: letters, digits, ``.``, ``_`` and ``-``, at most 128, no ``..``.
+- :func:`is_registered_model`: an MLflow registered model name (MLflow's own rule, plus what
+  would break a ``models:/NAME@ALIAS`` URI): see :data:`REGISTERED_MODEL_RULE`.
 """
 
 from __future__ import annotations
@@ -21,10 +23,26 @@ MODEL_NAME = r"[A-Za-z][A-Za-z0-9_\-]{0,127}"
 ALIAS = r"[A-Za-z_][A-Za-z0-9_\-]{0,254}"
 RELEASE_ID = r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}"
 
+#: what a registered model name may hold, for messages
+REGISTERED_MODEL_RULE = (
+    "1 to 256 printable characters (no control or format characters), not blank, without '/', '\\', ':', '%', '@' "
+    "or a '..', "
+    "for example iris-classifier"
+)
+_REGISTERED_MODEL_RE = re.compile(r"[^/\\:%@\x00-\x1f\x7f-\x9f]{1,256}")
+
 _NAME_RE = re.compile(NAME)
 _MODEL_NAME_RE = re.compile(MODEL_NAME)
 _ALIAS_RE = re.compile(ALIAS)
 _RELEASE_ID_RE = re.compile(RELEASE_ID)
+
+
+def is_registered_model(value: object) -> bool:
+    """Whether ``value`` can name an MLflow registered model (and sit in a ``models:/`` URI)."""
+    return (
+        isinstance(value, str) and _REGISTERED_MODEL_RE.fullmatch(value) is not None and value.isprintable()
+        and value.strip() == value and ".." not in value and value != "."
+    )
 
 
 def anchored(pattern: str) -> str:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from .errors import ConflictError, GateError, ModelReleaseError, UserError
+from .safe_text import redact
 from .spec import ReleaseSpec
 from .types import (
     AssembleResult, CanaryResult, ExportResult, IntakeResult, PromoteResult, TensorRTResult, _Serialisable,
@@ -100,22 +101,52 @@ def run_stage(ws: Workspace, stage: str, fn: Callable[..., R], *args: Any, **kwa
     return result
 
 
-def preflight(spec: ReleaseSpec, services: Services, *, promote: bool = True) -> None:
-    """What can be checked before any stage runs, so a release does not fail late for it.
+def preflight(
+    spec: ReleaseSpec, services: Services, *, promote: bool = True, ws: Workspace | None = None, owner: str | None = None,
+) -> None:
+    """Everything that can be checked before any stage runs, so that bad input is refused before
+    anything is written, and a release does not fail late for it.
 
-    The spec is valid already (it was loaded); here: the golden file exists, and the store can be
-    written to (a missing bucket would otherwise surface only at promotion, after the canary).
+    The spec is valid already (it was loaded); here: the golden file exists and reads as an
+    .npz/.parquet file should (its arrays agree in length, their data matches their headers); the
+    MLflow tracking URI names a store MLflow can open, and the MLflow request limits are valid;
+    the workspace can be created and the release id is not another release's (neither in the
+    workspace nor, when promoting, complete in the store); the store can be written to (a missing
+    bucket would otherwise surface only at promotion, after the canary).
+
+    Args:
+        ws: the release's workspace, when the caller is about to claim it (:func:`release`, the
+            DAG's start task); ``owner`` is who claims it (see :meth:`Workspace.check_unused`).
 
     Raises:
-        SpecError: the golden file is missing.
+        SpecError: the golden file is missing or unreadable; a store URI is not valid.
+        UserError: the tracking URI, the MLflow limits, the workspace or the release id is refused.
         StoreError, ServiceUnavailable: the store's bucket or folder is missing, not writable, or unreachable.
     """
     if spec.golden.source == "file":
-        from .golden import golden_file
+        from .golden import check_golden_file
 
-        golden_file(spec)
+        check_golden_file(spec)
+    if services.tracking_uri is not None:
+        from .mlflow_env import check_request_limits, check_tracking_uri
+
+        check_tracking_uri(services.tracking_uri)
+        check_request_limits()
+    if ws is not None:
+        ws.check_unused(owner)
     if promote:
-        services.store(spec.promote.store).check_writable()
+        store = services.store(spec.promote.store)
+        store.check_writable()
+        if ws is not None and store.read_record(ws.release_id) is not None and not _owned(ws, owner):
+            raise UserError(
+                f"release id {ws.release_id!r} is taken: the store {store.uri} already holds that release, complete; "
+                "released prefixes are immutable. Choose another --release-id (or leave it out for a new one)"
+            )
+
+
+def _owned(ws: Workspace, owner: str | None) -> bool:
+    """Whether ``owner`` claimed this workspace before (a retry of its own release)."""
+    return owner is not None and ws.owner() == owner
 
 
 def run_intake(spec: ReleaseSpec, ws: Workspace, services: Services) -> IntakeResult:
@@ -268,14 +299,19 @@ class ReleaseOutcome:
 
 
 def release(spec: ReleaseSpec, ws: Workspace, services: Services, *, promote: bool = True) -> ReleaseOutcome:
-    """Run every stage in this process.
+    """Run every stage in this process, after :func:`preflight`, in a workspace it claims.
 
     ``<workspace>/outcome.json`` records how far the release got, also when a stage fails; the
-    first stage's error is then raised, and nothing is promoted.
+    first stage's error is then raised, and nothing is promoted. Input refused by the preflight
+    (a reused release id among it) writes nothing at all.
     """
+    preflight(spec, services, promote=promote, ws=ws)  # refuses bad input before anything is written
+    ws.claim()
+    log.debug("release %s: MLflow %s, store %s, workspace %s, canary %s", ws.release_id,
+              redact(services.tracking_uri or "(MLflow's default)"), spec.promote.store, ws.path,
+              services.triton_endpoint or "a local Triton")
     outcome = ReleaseOutcome(release_id=ws.release_id, workspace=str(ws.path))
     try:
-        preflight(spec, services, promote=promote)
         intake = run_intake(spec, ws, services)
         export = run_export(spec, ws, intake)
         tensorrt = run_tensorrt(spec, ws, export)

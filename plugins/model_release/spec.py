@@ -36,14 +36,17 @@ from __future__ import annotations
 
 import math
 import re
+import types
+import typing
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from . import names
 from .errors import SpecError
+from .safe_text import echo
 
 #: a cascade or fanout member that is this release's own exported model
 RELEASE = "release"
@@ -51,8 +54,27 @@ _MEMBER_RE = re.compile(r"[a-z][a-z0-9_]{0,30}")
 _TENSOR_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 
+def _takes_number(annotation: Any) -> bool:
+    """Whether a field's type is a number (``int``, ``float``, or one of them or None)."""
+    if annotation in (int, float):
+        return True
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        return any(a in (int, float) for a in typing.get_args(annotation))
+    return False
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # NaN and infinity are never a sensible setting (an infinite tolerance passes everything)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_booleans_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        """YAML reads ``true`` as a boolean, which pydantic would take as 1: refuse it where a number goes."""
+        field = cls.model_fields.get(info.field_name or "")
+        if isinstance(value, bool) and field is not None and _takes_number(field.annotation):
+            raise ValueError(f"{str(value).lower()} is a boolean, not a number; give a number")
+        return value
 
 
 class Tolerance(_Strict):
@@ -61,38 +83,51 @@ class Tolerance(_Strict):
 
 
 class Tolerances(_Strict):
-    """Per-output tolerances; ``default`` applies to outputs not named."""
+    """Per-output tolerances; ``default`` applies to outputs not named.
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    Every other key names an output (its Triton name or its name in the model) and maps to
+    ``{atol, rtol}``; a key that names no output of the model is refused at export.
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False)
+    __pydantic_extra__: dict[str, Tolerance] = Field(init=False)  # type: ignore[assignment]
     default: Tolerance = Tolerance()
 
-    @model_validator(mode="before")
-    @classmethod
-    def _coerce_extra(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            return {k: (Tolerance.model_validate(v) if k != "default" and isinstance(v, dict) else v) for k, v in data.items()}
-        return data
-
     def for_output(self, name: str) -> Tolerance:
-        extra = self.model_extra or {}
-        value = extra.get(name, self.default)
-        return value if isinstance(value, Tolerance) else Tolerance.model_validate(value)
+        return (self.model_extra or {}).get(name, self.default)
 
     def named(self) -> dict[str, Tolerance]:
-        return {k: v for k, v in (self.model_extra or {}).items() if isinstance(v, Tolerance)}
+        return dict(self.model_extra or {})
+
+
+#: the highest model version the registry stores (MLflow keeps versions as 32-bit integers)
+MAX_MODEL_VERSION = 2**31 - 1
 
 
 class ModelRef(_Strict):
-    name: str = Field(min_length=1)
+    name: str
     alias: str | None = None
-    version: int | None = Field(None, ge=1)
+    version: int | None = Field(None, ge=1, le=MAX_MODEL_VERSION)
+
+    @field_validator("name")
+    @classmethod
+    def _registered_name(cls, v: str) -> str:
+        if not names.is_registered_model(v):
+            raise ValueError(f"{echo(v)} is not a registered model name: {names.REGISTERED_MODEL_RULE}")
+        return v
+
+    @field_validator("alias")
+    @classmethod
+    def _alias(cls, v: str | None) -> str | None:
+        if v is not None and not names.is_alias(v):
+            raise ValueError(f"{echo(v)} is not a valid MLflow alias (letters, digits, _ and -, starting with a letter "
+                             "or _), for example candidate")
+        return v
 
     @model_validator(mode="after")
     def _one_of(self) -> "ModelRef":
         if (self.alias is None) == (self.version is None):
             raise ValueError("give exactly one of model.alias (e.g. candidate) or model.version (e.g. 3)")
-        if self.alias is not None and not names.is_alias(self.alias):
-            raise ValueError(f"model.alias {self.alias!r} is not a valid MLflow alias (letters, digits, _ and -)")
         return self
 
     @property
@@ -130,10 +165,12 @@ class GoldenSpec(_Strict):
         if self.source == "file" and not self.path:
             raise ValueError("golden.path is required when golden.source is 'file' (an .npz or .parquet file)")
         if self.path and not self.path.endswith((".npz", ".parquet")):
-            raise ValueError(f"golden.path {self.path!r} must end in .npz or .parquet")
+            raise ValueError(f"golden.path {echo(self.path)} must end in .npz or .parquet")
+        if self.path and "\x00" in self.path:
+            raise ValueError(f"golden.path {echo(self.path)} holds a NUL character")
         if self.target is not None and self.source != "file":
             raise ValueError(
-                f"golden.target {self.target!r} names a ground-truth column, which only a golden file has; "
+                f"golden.target {echo(self.target)} names a ground-truth column, which only a golden file has; "
                 "set golden.source: file and golden.path (an .npz or .parquet file holding the inputs and the target)"
             )
         if self.min_rows > self.rows:
@@ -186,13 +223,13 @@ def _member_source(value: str) -> str:
     if value == RELEASE:
         return value
     if not value.endswith(".onnx") or "\x00" in value:
-        raise ValueError(f"a member must be 'release' or a path to an .onnx file, not {value!r}")
+        raise ValueError(f"a member must be 'release' or a path to an .onnx file, not {echo(value)}")
     return value
 
 
 def _tensor_name(value: str) -> str:
     if not _TENSOR_RE.fullmatch(value):
-        raise ValueError(f"{value!r} is not a tensor name (letters, digits and _, not starting with a digit)")
+        raise ValueError(f"{echo(value)} is not a tensor name (letters, digits and _, not starting with a digit)")
     return value
 
 
@@ -248,7 +285,7 @@ class FanoutSpec(_Strict):
         for key, source in v.items():
             if not _MEMBER_RE.fullmatch(key):
                 raise ValueError(
-                    f"member key {key!r} must be lower-case letters, digits and _ "
+                    f"member key {echo(key)} must be lower-case letters, digits and _ "
                     "(at most 31, starting with a letter): it becomes part of a model name"
                 )
             _member_source(source)
@@ -434,7 +471,7 @@ class CanarySpec(_Strict):
         for name, gate in v.items():
             metric = METRICS.get(name)
             if metric is None:
-                raise ValueError(f"canary.quality.{name} is not a metric; valid: {', '.join(METRICS)}")
+                raise ValueError(f"canary.quality.{echo(name)[1:-1]} is not a metric; valid: {', '.join(METRICS)}")
             if gate is not None and gate.greater_is_better is not None and gate.greater_is_better != metric.greater_is_better:
                 raise ValueError(
                     f"canary.quality.{name}.greater_is_better is {gate.greater_is_better} but for {name} "
@@ -468,7 +505,7 @@ class PromoteSpec(_Strict):
     @classmethod
     def _alias(cls, v: str | None) -> str | None:
         if v is not None and not names.is_alias(v):
-            raise ValueError(f"promote.mlflow_alias {v!r} is not a valid MLflow alias (letters, digits, _ and -)")
+            raise ValueError(f"promote.mlflow_alias {echo(v)} is not a valid MLflow alias (letters, digits, _ and -)")
         return v
 
     @field_validator("store")
@@ -476,7 +513,7 @@ class PromoteSpec(_Strict):
     def _store_uri(cls, v: str) -> str:
         if not re.fullmatch(r"(s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/[^\n]*)?|file:///[^\n]+)", v):
             raise ValueError(
-                f"promote.store {v!r} is not a store URI; valid: s3://BUCKET[/PREFIX] or file:///ABSOLUTE/PATH"
+                f"promote.store {echo(v)} is not a store URI; valid: s3://BUCKET[/PREFIX] or file:///ABSOLUTE/PATH"
             )
         return v.rstrip("/")
 
@@ -484,7 +521,7 @@ class PromoteSpec(_Strict):
     @classmethod
     def _channel(cls, v: str) -> str:
         if not names.is_name(v):
-            raise ValueError(f"promote.channel {v!r} must be letters, digits, _ and -, starting with a letter")
+            raise ValueError(f"promote.channel {echo(v)} must be letters, digits, _ and -, starting with a letter")
         return v
 
 
@@ -499,7 +536,7 @@ def check_schedule(value: str) -> str:
     if value in _PRESETS or _DURATION.fullmatch(value) or (len(fields) == 5 and all(_CRON_FIELD.fullmatch(f) for f in fields)):
         return value
     raise ValueError(
-        f"schedule {value!r} is not a cron expression (5 fields, e.g. '0 6 * * *'), a preset "
+        f"schedule {echo(value)} is not a cron expression (5 fields, e.g. '0 6 * * *'), a preset "
         f"({', '.join(_PRESETS)}) or a duration (a number and s, m, h or d, e.g. '30m')"
     )
 
@@ -545,7 +582,7 @@ class ReleaseSpec(_Strict):
     def _name(cls, v: str) -> str:
         if not names.is_name(v):
             raise ValueError(
-                f"name {v!r} must start with a letter and hold only letters, digits, _ and - (at most 64): "
+                f"name {echo(v)} must start with a letter and hold only letters, digits, _ and - (at most 64): "
                 "it becomes a Triton model name and a folder name"
             )
         return v
@@ -560,16 +597,33 @@ class ReleaseSpec(_Strict):
         return p if p.is_absolute() or self.base_dir is None else Path(self.base_dir) / p
 
 
+#: how a section looks, for "must be a mapping" messages
+_EXAMPLES = {"Tolerance": "{atol: 1.0e-5, rtol: 1.0e-4}"}
+
+#: at most this many field errors are listed in one message (the count of the rest is given)
+MAX_LISTED_ERRORS = 10
+
+
 def _format_errors(origin: str, exc: ValidationError) -> str:
+    errors = exc.errors()
     lines = []
-    for err in exc.errors():
+    for err in errors[:MAX_LISTED_ERRORS]:
         loc = ".".join(str(part) for part in err["loc"]) or "(top level)"
+        loc = echo(loc, 80)[1:-1]
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
-            msg = f"unknown field {loc!r}; check its spelling against the spec format in model_release/spec.py"
-        elif "input" in err and err["type"] not in ("missing",) and not isinstance(err["input"], dict):
-            msg = f"{msg} (got {err['input']!r})"
+            msg = f"unknown field '{loc}'; check its spelling against the spec format in model_release/spec.py"
+        else:
+            if err["type"] == "model_type":
+                example = _EXAMPLES.get(str((err.get("ctx") or {}).get("class_name")))
+                msg = f"must be a mapping such as {example}" if example else "must be a mapping of its fields"
+            if "input" in err and err["type"] not in ("missing",) and not isinstance(err["input"], dict):
+                got = echo(err["input"])
+                if err["type"] != "value_error" or got not in msg:  # our own messages name the value already
+                    msg = f"{msg} (got {got})"
         lines.append(f"{loc}: {msg}")
+    if len(errors) > MAX_LISTED_ERRORS:
+        lines.append(f"and {len(errors) - MAX_LISTED_ERRORS} more errors")
     return f"release spec {origin} is invalid: " + "; ".join(lines)
 
 
@@ -592,23 +646,160 @@ def parse_spec(
     try:
         return ReleaseSpec.model_validate(data)
     except ValidationError as exc:
-        raise SpecError(_format_errors(origin, exc)) from None
+        given = "; ".join(f"{k}={echo(v)}" for k, v in (overrides or {}).items())
+        raise SpecError(_format_errors(origin, exc) + (f" (overridden: {given})" if given else "")) from None
+
+
+#: a release spec is a page of YAML: larger files are refused before they are parsed
+MAX_SPEC_BYTES = 1 << 20
+#: how deeply a spec may nest (the deepest real spec nests 5 levels)
+MAX_SPEC_DEPTH = 32
+#: how many values a spec may hold once its YAML aliases are expanded (an alias "bomb" of a few
+#: hundred bytes expands to billions)
+MAX_SPEC_NODES = 200_000
 
 
 def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> ReleaseSpec:
     """Read and validate a release spec file.
 
+    The file must be UTF-8 YAML of at most :data:`MAX_SPEC_BYTES`; a key given twice in one
+    mapping, nesting deeper than :data:`MAX_SPEC_DEPTH` and aliases that expand beyond
+    :data:`MAX_SPEC_NODES` values are refused before anything is built from it.
+
     Raises:
-        SpecError: the file is missing, is not YAML, or a field is invalid (each field named).
+        SpecError: the file is missing, unreadable, not UTF-8, not YAML, or a field is invalid
+            (each field named).
     """
     p = Path(path)
+    where = echo(str(p), 200)
+    text = _read_spec_text(p, where)
+    data = parse_yaml(text, f"release spec {where}")
+    return parse_spec(data, origin=where, base_dir=str(p.resolve().parent), source=str(p), overrides=overrides)
+
+
+def _read_spec_text(p: Path, where: str) -> str:
+    if not p.exists():
+        raise SpecError(f"release spec {where} does not exist; pass a YAML file such as releases/iris.yaml")
     if not p.is_file():
-        raise SpecError(f"release spec {str(p)!r} does not exist; pass a YAML file such as releases/iris.yaml")
+        raise SpecError(f"release spec {where} is not a file; pass a YAML file such as releases/iris.yaml")
     try:
-        data = yaml.safe_load(p.read_text())
+        with open(p, "rb") as f:
+            raw = f.read(MAX_SPEC_BYTES + 1)
+    except OSError as exc:
+        raise SpecError(f"release spec {where} cannot be read ({exc.strerror or type(exc).__name__}); "
+                        "check the path and its permissions") from None
+    if len(raw) > MAX_SPEC_BYTES:
+        raise SpecError(f"release spec {where} is larger than {MAX_SPEC_BYTES // 1024} KiB; a spec is a page of YAML: "
+                        "check that this is the right file")
+    if b"\x00" in raw:
+        raise SpecError(f"release spec {where} is a binary file (it holds NUL bytes), not YAML text; "
+                        "pass a YAML file such as releases/iris.yaml")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"release spec {where} is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
+                        "save it as UTF-8") from None
+
+
+class _SpecLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing duplicate keys and nesting deeper than :data:`MAX_SPEC_DEPTH`."""
+
+    _depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self._depth += 1
+        try:
+            if self._depth > MAX_SPEC_DEPTH:
+                mark = self.peek_event().start_mark
+                raise _SpecShapeError(f"it nests deeper than {MAX_SPEC_DEPTH} levels (at line {mark.line + 1})")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.get(key)
+                except TypeError:
+                    continue  # an unhashable key: the base class refuses it
+                if first is None:
+                    seen[key] = key_node.start_mark.line
+                else:
+                    lines = sorted({first + 1, key_node.start_mark.line + 1})
+                    raise _SpecShapeError(
+                        f"key {echo(key)} is given twice in one mapping (line {' and '.join(map(str, lines))}); "
+                        "YAML would silently keep the last one: remove one of them"
+                    )
+        return super().construct_mapping(node, deep=deep)
+
+
+class _SpecShapeError(Exception):
+    """The YAML is well-formed but not a spec's shape: duplicate keys, too deep, too large."""
+
+
+def _expanded_size(root: Any) -> None:
+    """Refuse a composed YAML graph that is recursive, or too deep or too large once aliases expand.
+
+    Aliases share nodes, so sizes are counted once per node (memoised) and never by expanding.
+    """
+    size: dict[int, int] = {}
+    depth: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        children = [c for pair in node.value for c in pair] if isinstance(node, yaml.MappingNode) else (
+            list(node.value) if isinstance(node, yaml.SequenceNode) else [])
+        if done:
+            on_path.discard(key)
+            size[key] = 1 + sum(size[id(c)] for c in children)
+            depth[key] = 1 + max((depth[id(c)] for c in children), default=0)
+            if size[key] > MAX_SPEC_NODES:
+                raise _SpecShapeError(f"its aliases expand to more than {MAX_SPEC_NODES} values (an alias bomb?)")
+            if depth[key] > MAX_SPEC_DEPTH:
+                raise _SpecShapeError(f"its aliases expand to nesting deeper than {MAX_SPEC_DEPTH} levels")
+            continue
+        if key in size:
+            continue
+        if key in on_path:
+            raise _SpecShapeError(f"an alias refers to a mapping or list that contains it (line {node.start_mark.line + 1})")
+        on_path.add(key)
+        stack.append((node, True))
+        stack.extend((c, False) for c in children if id(c) not in size)
+
+
+def parse_yaml(text: str, what: str) -> Any:
+    """Parse one YAML document of spec-like input safely (see :func:`load_spec` for what is refused).
+
+    Raises:
+        SpecError: ``what`` (a phrase naming the input) is not valid YAML or not a spec's shape.
+    """
+    loader = _SpecLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _expanded_size(node)
+        return loader.construct_document(node)
+    except _SpecShapeError as exc:
+        raise SpecError(f"{what} is refused: {exc}") from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = ", ".join(p for p in (exc.context, exc.problem) if p)
+        raise SpecError(f"{what} is not valid YAML: {problem}{at}") from None
     except yaml.YAMLError as exc:
-        raise SpecError(f"release spec {str(p)!r} is not valid YAML: {exc}") from None
-    return parse_spec(data, origin=repr(str(p)), base_dir=str(p.resolve().parent), source=str(p), overrides=overrides)
+        raise SpecError(f"{what} is not valid YAML: {exc}") from None
+    except RecursionError:
+        raise SpecError(f"{what} is refused: it nests too deeply to read") from None
+    finally:
+        loader.dispose()
 
 
 def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:

@@ -23,6 +23,12 @@ either finds a whole earlier result (and may reuse it) or none at all.
 Results name files by absolute path while a stage runs, but are saved with the paths under the
 release folder written ``@workspace/<stage>/...`` and resolved against the loading worker's own
 folder, so a result saved on one machine points at the right files on another.
+
+A release id names one release: :meth:`Workspace.check_unused` refuses an id whose folder
+already holds another release (before anything is written), and :meth:`Workspace.claim` takes the
+folder, recording its owner in ``<release_id>/.owner`` (an Airflow run, so that its own retries
+find it theirs). The owner file is local to a worker's folder, never published to the mirror:
+another worker running a later task of the same run does not claim, it fetches the stages it needs.
 """
 
 from __future__ import annotations
@@ -38,7 +44,9 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import Any, BinaryIO, Protocol, TypeVar
 
+from .errors import UserError
 from .names import check_release_id
+from .safe_text import echo, redact_tree
 
 T = TypeVar("T")
 
@@ -61,6 +69,18 @@ class WorkspaceMirror(Protocol):
 
     def fetch(self, release_id: str, stage: str, folder: Path) -> bool:
         """Make ``folder`` the published content of ``stage``; False when nothing is published."""
+        ...
+
+    def stages(self, release_id: str) -> list[str]:
+        """The stage folders published for a release (whole or not)."""
+        ...
+
+    def owner(self, release_id: str) -> str | None:
+        """Who claimed the release's workspace in the mirror, None when nobody did."""
+        ...
+
+    def claim(self, release_id: str, owner: str) -> str:
+        """Record ``owner`` as the release's claimant unless someone is already; returns who holds it."""
         ...
 
 
@@ -142,7 +162,12 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
 
 
 def atomic_write_json(path: str | Path, data: Any) -> None:
-    atomic_write_bytes(path, (json.dumps(data, indent=2, sort_keys=True, default=str) + "\n").encode())
+    """:func:`atomic_write` of ``data`` as JSON, with any credential in its strings redacted."""
+    atomic_write_bytes(path, (json.dumps(redact_tree(data), indent=2, sort_keys=True, default=str) + "\n").encode())
+
+
+#: the file in a release's folder naming who claimed it
+OWNER_FILE = ".owner"
 
 
 class Workspace:
@@ -157,9 +182,90 @@ class Workspace:
 
     def __init__(self, release_id: str, root: str | Path | None = None, *, mirror: WorkspaceMirror | None = None) -> None:
         self.release_id = check_release_id(release_id)
+        if root is not None and (not str(root).strip() or "\x00" in str(root)):
+            raise UserError(f"workspace root {echo(str(root))} is not a folder name; pass --workspace a folder "
+                            "(or leave it out for $MODEL_RELEASE_WORKSPACE or ./.work/workspace)")
         self.root = Path(root) if root is not None else default_root()
         self.path = self.root / release_id
         self.mirror = mirror
+
+    def check_unused(self, owner: str | None = None) -> None:
+        """Refuse, before anything is written, a workspace that cannot be made or holds another release.
+
+        Args:
+            owner: who is about to claim it (an Airflow run); a folder that ``owner`` claimed
+                earlier is its own (a retry), not another release. With a mirror, the mirror's
+                claim and published stages count, whichever worker made them.
+
+        Raises:
+            UserError: the root is not a folder or cannot be created or written, or the release id
+                already has a workspace (another release's results would be overwritten).
+        """
+        _check_creatable(self.root, "workspace root", "pass --workspace a writable folder")
+        self._check_mirror(owner)
+        if not self.path.exists() and not self.path.is_symlink():
+            return
+        if not self.path.is_dir() or self.path.is_symlink():
+            raise UserError(f"release id {self.release_id!r}: {self.path} exists and is not a folder; "
+                            "choose another release id or remove it")
+        held = sorted(p.name for p in self.path.iterdir())
+        if not held or (owner is not None and self.owner() == owner):
+            return
+        stages = [s for s in STAGES if (self.path / s).is_dir()] or held[:8]
+        raise UserError(
+            f"release id {self.release_id!r} is taken: its workspace {self.path} already holds a release "
+            f"({', '.join(stages)}); nothing was written. Choose another --release-id (or leave it out for a new one); "
+            "to release this id again from scratch, remove that folder first"
+        )
+
+    def _check_mirror(self, owner: str | None) -> None:
+        """With a mirror, the release's published stages and its claim there are the workspace too."""
+        if self.mirror is None:
+            return
+        held_by = self.mirror.owner(self.release_id)
+        stages = self.mirror.stages(self.release_id)
+        if (held_by is None and not stages) or (owner is not None and held_by == owner):
+            return
+        raise UserError(
+            f"release id {self.release_id!r} is taken: the workspace store {self.mirror.uri} already holds a release "
+            f"({', '.join(stages) or 'claimed by ' + echo(held_by or '?')}); nothing was written. Choose another "
+            "--release-id (or leave it out for a new one); to release this id again from scratch, remove its prefix "
+            "from the workspace store first"
+        )
+
+    def claim(self, owner: str | None = None) -> None:
+        """Take the release's folder (after :meth:`check_unused`): create it, record ``owner`` in it
+        and, with a mirror, in the mirror (so the owner's retries on any worker find it theirs).
+
+        Raises:
+            UserError: another process claimed it meanwhile.
+        """
+        owner = owner or f"pid {os.getpid()}"
+        if self.mirror is not None:
+            held_by = self.mirror.claim(self.release_id, owner)
+            if held_by != owner:
+                raise UserError(f"release id {self.release_id!r} is taken: {echo(held_by)} claimed it in the "
+                                f"workspace store {self.mirror.uri} meanwhile; nothing was written. Choose another --release-id")
+        self.root.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.mkdir()
+        except FileExistsError:
+            self.check_unused(owner)  # empty, or this owner's own: take it
+        if self._local_owner() is None:
+            atomic_write_bytes(self.path / OWNER_FILE, owner.encode())
+
+    def owner(self) -> str | None:
+        """Who claimed this workspace (the mirror's claim when there is a mirror, else the folder's
+        ``.owner`` file), None when nobody did."""
+        if self.mirror is not None:
+            return self.mirror.owner(self.release_id)
+        return self._local_owner()
+
+    def _local_owner(self) -> str | None:
+        try:
+            return (self.path / OWNER_FILE).read_text(errors="replace")
+        except OSError:
+            return None
 
     def stage_dir(self, stage: str, *, fresh: bool = False) -> Path:
         """The stage's folder, created; ``fresh`` empties it first (a retried stage replaces its output whole)."""
@@ -222,3 +328,19 @@ class Workspace:
     def __repr__(self) -> str:
         via = f", mirror={self.mirror.uri!r}" if self.mirror is not None else ""
         return f"Workspace({str(self.path)!r}{via})"
+
+
+def _check_creatable(folder: Path, what: str, fix: str) -> None:
+    """Refuse ``folder`` unless it is a writable folder, or could be created as one (nothing is created).
+
+    Raises:
+        UserError: it, or the nearest existing folder above it, is not a folder or not writable.
+    """
+    probe = folder
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    if not probe.is_dir():
+        at = "it exists and is not a folder" if probe == folder else f"{probe} exists and is not a folder"
+        raise UserError(f"{what} {echo(str(folder))} cannot be a folder: {at}; {fix}")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise UserError(f"{what} {echo(str(folder))} cannot be written ({probe} is not writable for this user); {fix}")

@@ -4,6 +4,7 @@ Layout under the mirror's URI (``s3://BUCKET/workspaces`` or ``file:///PATH``)::
 
     <release_id>/<stage>/...                 the stage folder's files, as the worker left them
     <release_id>/<stage>/.published.json     written last: {"files": {relative path: {sha256, size}}, ...}
+    <release_id>/.owner                      who claimed the release (an Airflow run; see Workspace.claim)
 
 Protocol (one writer per stage at a time: Airflow runs one try of a task at a time):
 
@@ -35,6 +36,8 @@ from .errors import StoreError
 from .workspace import atomic_write, atomic_write_bytes, sha256_file
 
 INDEX = ".published.json"
+#: the release's claim, ``<release_id>/.owner``: who (an Airflow run) the workspace belongs to
+OWNER = ".owner"
 
 
 def _is_temporary(rel: str) -> bool:
@@ -155,6 +158,22 @@ class StoreMirror:
                 shutil.rmtree(d, ignore_errors=True)
         atomic_write(mine, lambda f: f.write(json.dumps(index).encode()))
         return True
+
+    def owner(self, release_id: str) -> str | None:
+        """Who claimed the release's workspace (``<release_id>/.owner``), None when nobody did."""
+        got = self.backend.get_bytes(f"{release_id}/{OWNER}")
+        return got[0].decode(errors="replace") if got is not None else None
+
+    def claim(self, release_id: str, owner: str) -> str:
+        """Write ``owner`` as the claimant unless one is there already (a conditional write, so two
+        claimants cannot both win); returns who holds the claim now."""
+        from .store.backend import PreconditionFailed
+
+        try:
+            self.backend.put_bytes(f"{release_id}/{OWNER}", owner.encode(), if_none_match=True)
+        except PreconditionFailed:
+            return self.owner(release_id) or "another claimant"
+        return owner
 
     def stages(self, release_id: str) -> list[str]:
         """The stage folders published for a release (whole or not)."""

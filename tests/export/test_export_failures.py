@@ -123,3 +123,18 @@ def test_golden_file_that_disagrees_with_the_signature_is_refused(registry, brea
 def test_a_flavor_without_converter_lists_the_supported_ones():
     with pytest.raises(ExportError, match="flavor 'h2o' has no ONNX converter; supported: sklearn, pytorch, onnx, xgboost, lightgbm"):
         converter_for("h2o")
+
+
+def test_a_tolerance_naming_no_output_is_refused_with_the_outputs_there_are(registry, breast_cancer, ws_root):
+    """A misspelled output name would fall back to the default tolerance silently: it is an error."""
+    name, _, _ = breast_cancer
+    ws, run = run_release(registry, ws_root, name, export={"cache": False, "tolerances": {"probabilites": {"atol": 0.5}}})
+    with pytest.raises(SpecError) as err:
+        run()
+    msg = str(err.value)
+    assert msg.startswith("export: export.tolerances.probabilites in the release spec 'rel' names no output of the model")
+    assert "its outputs: 'label', 'probabilities'" in msg and "did you mean 'probabilities'?" in msg
+    assert not ws.result_path("export").exists()
+    ws, run = run_release(registry, ws_root / "trt", name, tensorrt={"tolerances": {"scores": {"atol": 0.5}}})
+    with pytest.raises(SpecError, match="tensorrt.tolerances.scores in the release spec 'rel' names no output"):
+        run()

@@ -179,3 +179,40 @@ def test_local_tracking_keeps_everything_under_its_root(tmp_path, monkeypatch):
     assert experiment.artifact_location.startswith((root / "artifacts").resolve().as_uri())
     assert list(cwd.iterdir()) == []  # no ./mlruns
     assert any((root / "artifacts").rglob("MLmodel"))
+
+
+def test_a_version_whose_artifacts_were_deleted_is_an_intake_error(registry, tmp_path):
+    import shutil
+
+    from sklearn.linear_model import LogisticRegression
+
+    x, y = iris()
+    version = registry.log("sklearn", LogisticRegression(max_iter=200).fit(x, y), "iris-gone", input_example=x[:5])
+    location = registry.client.get_model_version_download_uri("iris-gone", version)
+    shutil.rmtree(location.removeprefix("file://").removesuffix("/artifacts"))
+    with pytest.raises(IntakeError) as err:
+        intake_of(registry, tmp_path, name="iris-gone", alias="candidate")
+    msg = str(err.value)
+    assert msg.startswith(f'intake: model "iris-gone" version {version}: its artifacts are missing')
+    assert "no MLmodel file" in msg and "register the model again" in msg
+
+
+def test_intake_records_the_version_source_without_credentials(registry, iris_versions, tmp_path):
+    from model_release.intake import resolve
+
+    class Client:
+        """The registry's client, answering with a version whose source URI carries a password."""
+
+        def __getattr__(self, name: str):  # noqa: ANN204
+            return getattr(registry.client, name)
+
+        def get_model_version_by_alias(self, name: str, alias: str):  # noqa: ANN201
+            version = registry.client.get_model_version_by_alias(name, alias)
+            version._source = "https://bot:Pa55-Distinctive@artifacts.internal/m/1"
+            return version
+
+    ws = Workspace("r1", root=tmp_path)
+    result = resolve(make_spec("iris-lr", alias="candidate"), ws, tracking_uri=registry.uri, client=Client())
+    assert result.source == "https://***@artifacts.internal/m/1"
+    ws.save_result("intake", result)
+    assert "Pa55-Distinctive" not in (tmp_path / "r1" / "intake" / "intake.json").read_text()

@@ -117,7 +117,8 @@ def _check_outputs(results: list[dict]) -> None:
     waited = _by_start(results, "model-release status --wait")["out"]
     assert "waiting for 1 run(s)" in waited and waited.rstrip().splitlines()[-1].split()[1] == "success"
     report = _json_in(_by_start(results, "model-release report ")["out"])
-    assert report["passed"] is True and report["baseline"]["name"] == "production (version 1)"
+    assert report["passed"] is True and report["champion"]["kind"] == "served"
+    assert report["champion"]["release_id"] == first["release_id"], "version 2 was not judged against the release version 1 promoted"
     rollback = _json_in(_by_start(results, "model-release rollback ")["out"])
     assert rollback["to_release"] == first["release_id"]
     assert _by_start(results, "python -c 'import mlflow")["out"].strip().splitlines()[-1] == "2"

@@ -43,7 +43,9 @@ def cli(kit, monkeypatch, capsys):  # noqa: ANN001, ANN201
         code = model_release_main(["store", *argv])
         out = capsys.readouterr()
         assert "Traceback" not in out.err
-        return code, (json.loads(out.out) if out.out.strip() else None), out.err
+        # the CLI logs to stderr too (a repair logs a WARNING): keep the command's own lines
+        err = "".join(line for line in out.err.splitlines(keepends=True) if not line.startswith(("INFO ", "WARNING ")))
+        return code, (json.loads(out.out) if out.out.strip() else None), err
 
     return run
 

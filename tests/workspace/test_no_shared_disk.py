@@ -104,3 +104,35 @@ def test_without_a_store_the_same_calls_use_the_local_folder(tmp_path) -> None:
     ws = Workspace("iris-1", tmp_path)
     run_stage(ws, "export", _export_on, ws)
     assert ws.load_result("export", ExportResult).onnx_path == str(tmp_path / "iris-1" / "export" / "model.onnx")
+
+
+def test_a_claim_in_the_store_is_found_by_the_run_on_any_worker_and_refuses_another_run(workers) -> None:
+    """The start task's preflight refuses a release id already taken, but the run that claimed it
+    (its retry, on a worker with no copy of the folder) finds the workspace its own."""
+    from model_release.errors import UserError
+
+    a, b, store = workers
+    a.check_unused("airflow run manual__1")
+    a.claim("airflow run manual__1")
+    assert (store / "iris-1" / ".owner").read_text() == "airflow run manual__1"
+    run_stage(a, "export", _export_on, a)
+    assert not b.path.exists()
+    b.check_unused("airflow run manual__1")  # the run's retry on the other worker
+    b.claim("airflow run manual__1")
+    assert b.owner() == "airflow run manual__1"
+    for other in (None, "airflow run manual__2"):
+        with pytest.raises(UserError, match=r"release id 'iris-1' is taken: the workspace store .* already holds a release \(export\)"):
+            b.check_unused(other)
+        with pytest.raises(UserError, match="claimed it in the workspace store meanwhile|is taken"):
+            b.claim(other)
+    assert b.load_result("export", ExportResult) is not None, "a refused claim changed nothing"
+    assert (store / "iris-1" / ".owner").read_text() == "airflow run manual__1"
+
+
+def test_a_claim_alone_takes_the_release_id_in_the_store(workers) -> None:
+    from model_release.errors import UserError
+
+    a, b, _ = workers
+    a.claim("airflow run manual__1")
+    with pytest.raises(UserError, match=r"is taken: the workspace store .* \(claimed by 'airflow run manual__1'\)"):
+        b.check_unused("airflow run manual__2")

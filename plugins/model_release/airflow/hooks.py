@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from typing import Any
+from urllib.parse import urlparse
 
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
@@ -52,6 +53,16 @@ class MlflowHook(BaseHook):
         self.mlflow_conn_id = mlflow_conn_id
 
     def tracking_uri(self) -> str:
+        """The tracking URI; a password in it is registered with Airflow's secrets masker."""
+        uri = self._tracking_uri()
+        password = urlparse(uri).password
+        if password:
+            from airflow.sdk.log import mask_secret
+
+            mask_secret(password)
+        return uri
+
+    def _tracking_uri(self) -> str:
         conn = _connection(self.mlflow_conn_id)
         if conn is not None:
             extra = conn.extra_dejson or {}

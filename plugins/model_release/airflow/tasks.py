@@ -21,7 +21,8 @@ from typing import Any, TypeVar
 from airflow.sdk.exceptions import AirflowFailException
 
 from ..errors import UserError
-
+from ..logs import quiet_wire_loggers
+from ..mlflow_env import check_tracking_uri
 from ..names import check_release_id
 from ..pipeline import ReleaseRef, Services, preflight
 from ..spec import load_spec
@@ -40,6 +41,7 @@ def no_retry_on_user_error(fn: F) -> F:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        quiet_wire_loggers()  # botocore's DEBUG records carry the key id and the session token
         try:
             return fn(*args, **kwargs)
         except UserError as exc:
@@ -87,13 +89,17 @@ def _store_for(spec: Any, ref_connections: dict[str, str] | None = None) -> Any:
 @no_retry_on_user_error
 def start(params: dict[str, Any], run_id: str, run_after: Any, *, run: dict[str, Any] | None = None,
           scheduled: bool = False, is_active: Callable[[dict[str, Any]], bool] | None = None) -> dict[str, Any]:
-    """Validate the spec and the trigger's parameters, pin the candidate version and claim it; name the release.
+    """Validate the spec and the trigger's parameters, pin the candidate version and claim it; name the
+    release (stable across retries) and claim its workspace for this run.
 
     A scheduled run (``scheduled``) first checks, cheaply, that the candidate is new to the channel
     (neither released nor rejected; a rejected one only with ``force_retry``), and raises
-    :class:`AirflowSkipException` when it is not, touching nothing. Every run then claims the
-    version in the channel's ledger (:mod:`model_release.ledger`): a version another running run
-    holds is skipped, so two runs never release the same version.
+    :class:`AirflowSkipException` when it is not, touching nothing. Everything checkable is then
+    checked (:func:`~model_release.pipeline.preflight`, a release id another run's workspace holds
+    among it) before anything is written. Every run then claims the version in the channel's ledger
+    (:mod:`model_release.ledger`): a version another running run holds is skipped, so two runs never
+    release the same version. Last, the workspace is claimed for this run (``.owner``, in the
+    workspace store when there is one), so the run's own retries, on any worker, find it theirs.
     """
     from airflow.sdk.exceptions import AirflowSkipException
 
@@ -116,27 +122,33 @@ def start(params: dict[str, Any], run_id: str, run_after: Any, *, run: dict[str,
         release_id = f"{spec.name}-{run_after:%Y%m%dT%H%M%SZ}-{digest}"
     run = {**(run or {}), "run_id": run_id, "code_digest": code_digest()}
     store = _store_for(spec)
-    version = ledger.candidate_version(MlflowHook().tracking_uri(), spec.model.name, spec.model.alias, spec.model.version)
+    tracking_uri = MlflowHook().tracking_uri()
+    check_tracking_uri(tracking_uri)  # a bad URI is refused in one line before MLflow is asked anything
+    version = ledger.candidate_version(tracking_uri, spec.model.name, spec.model.alias, spec.model.version)
     force = bool(params.get("force_retry", False))
     if scheduled:
         new, why = ledger.is_new(store, spec.promote.channel, spec.model.name, version)
         rejected_only = not new and " rejected " in why
         if not new and not (force and rejected_only):
             raise AirflowSkipException(f"nothing to release: {why}")
-    preflight(spec, Services(open_store=lambda uri: store), promote=promote)
+    workspace = params.get("workspace") or os.environ.get(WORKSPACE_STORE_ENV) or _local_root()
+    store_uri = workspace if workspace.startswith(("s3://", "file://")) else None
+    ref = ReleaseRef(
+        release_id=release_id, workspace_root=str(Path(_local_root() if store_uri else workspace).resolve()),
+        spec_path=str(spec_path), overrides={**overrides, "model.version": int(version)}, promote=promote,
+        model=f"models:/{spec.model.name}/{version}", workspace_store=store_uri, run=run,
+        claim={"channel": spec.promote.channel, "model": spec.model.name, "version": version},
+    )
+    ws = _workspace(ref)
+    owner = f"airflow run {run_id}"  # the run's own retries (and a cleared run) find the workspace theirs
+    preflight(spec, Services(tracking_uri=tracking_uri, open_store=lambda uri: store), promote=promote, ws=ws, owner=owner)
     decision = ledger.claim(store, spec.promote.channel, spec.model.name, version, release_id=release_id, run=run,
                             retry_rejected=force or not scheduled, retry_released=not scheduled,
                             is_active=is_active or (lambda holder: True))
     if not decision.go:
         raise AirflowSkipException(f"nothing to release: {decision.reason}")
-    workspace = params.get("workspace") or os.environ.get(WORKSPACE_STORE_ENV) or _local_root()
-    store_uri = workspace if workspace.startswith(("s3://", "file://")) else None
-    return ReleaseRef(
-        release_id=release_id, workspace_root=str(Path(_local_root() if store_uri else workspace).resolve()),
-        spec_path=str(spec_path), overrides={**overrides, "model.version": int(version)}, promote=promote,
-        model=f"models:/{spec.model.name}/{version}", workspace_store=store_uri, run=run,
-        claim={"channel": spec.promote.channel, "model": spec.model.name, "version": version},
-    ).to_dict()
+    ws.claim(owner)
+    return ref.to_dict()
 
 
 def code_digest() -> str:
@@ -287,7 +299,9 @@ def rollback(params: dict[str, Any]) -> dict[str, Any]:
     follower = None
     alias = spec.promote.mlflow_alias
     if alias:
-        follower = MlflowFollower(MlflowHook().tracking_uri(), alias=alias)
+        tracking_uri = MlflowHook().tracking_uri()
+        check_tracking_uri(tracking_uri)  # refused before the pointer moves, as the CLI's rollback does
+        follower = MlflowFollower(tracking_uri, alias=alias)
     result = store_rollback(store, channel, params.get("to_release") or None, follower=follower)
     return {**result.to_dict(), "store": spec.promote.store}
 

@@ -25,10 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ExportError, ParityError
+from ..errors import ExportError, ParityError, SpecError
 from ..golden import NpzWriter, check_golden, golden_origin, iter_golden, write_truth
 from ..parity import ParityAccumulator, ParityReport
 from ..roles import is_label_datatype
+from ..safe_text import echo
 from ..spec import ReleaseSpec
 from ..types import ExportResult, IntakeResult, TensorSpec
 from ..workspace import Workspace, atomic_write_bytes, atomic_write_json, sha256_file
@@ -64,7 +65,8 @@ def export(
     Raises:
         ExportError: no converter, the conversion failed, or the checker refused the file.
         ParityError: an output differs from the native model beyond its tolerance.
-        SpecError, IntakeError: the golden set is missing or disagrees with the signature.
+        SpecError, IntakeError: the golden set is missing or disagrees with the signature; a per-output
+            tolerance names no output of the model.
     """
     started = time.perf_counter()
     out = ws.stage_dir("export", fresh=True)
@@ -76,6 +78,7 @@ def export(
     if spec.export.simplify:
         versions["onnxslim"] = package_version("onnxslim")
     converted = _convert(spec, intake, ws, out, converter, native, versions)
+    check_tolerance_names(spec, converted.outputs)
     proven = _prove(spec, intake, ws, out, converted, native, versions)
     _remember(spec, ws, out, converted, proven, versions)
     truth = str(out / "truth.npz") if spec.golden.target and write_truth(spec, intake, out / "truth.npz") else ""
@@ -92,6 +95,30 @@ def export(
     log.info("export: %s in %.2fs (cached=%s)", proven.report.summary(REFERENCE_NAME.format(intake.flavor)),
              time.perf_counter() - started, result.cached)
     return result
+
+
+def check_tolerance_names(spec: ReleaseSpec, outputs: list[TensorSpec]) -> None:
+    """Refuse a per-output tolerance (``export.tolerances.X``, ``tensorrt.tolerances.X``) that names no output.
+
+    A misspelled output name would otherwise fall back to ``default`` silently. An output may be
+    named by its Triton name or its name in the model.
+
+    Raises:
+        SpecError: a tolerance names no output; the message lists the outputs there are.
+    """
+    import difflib
+
+    valid = sorted({o.name for o in outputs} | {o.original_name for o in outputs})
+    for section, tolerances in (("export", spec.export.tolerances), ("tensorrt", spec.tensorrt.tolerances)):
+        for name in tolerances.named():
+            if name in valid:
+                continue
+            close = difflib.get_close_matches(name, valid, n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise SpecError(
+                f"{section}.tolerances.{echo(name)[1:-1]} in {spec.where} names no output of the model; its outputs: "
+                f"{', '.join(repr(v) for v in valid)}. {hint}Name one of those (or set {section}.tolerances.default)"
+            )
 
 
 #: how the parity figures name the reference

@@ -25,6 +25,7 @@ import sys
 from typing import Any
 
 from ..errors import ModelReleaseError
+from ..safe_text import one_line
 from .channels import history, repair_pointer, rollback
 from .layout import open_store
 from .registry import MlflowFollower
@@ -87,9 +88,24 @@ def _flagged(out: Any, problems: dict[str, str]) -> tuple[Any, int]:
     """Print what the store holds, and one line on stderr for what is wrong with its pointers."""
     if not problems:
         return out, 0
-    print("model-release store: store problem: "
-          + " | ".join(f"channel {c!r}: {p}" for c, p in problems.items()), file=sys.stderr)
+    print(one_line("model-release store: store problem: "
+                   + " | ".join(f"channel {c!r}: {p}" for c, p in problems.items())), file=sys.stderr)
     return out, 5
+
+
+def _follower(tracking_uri: str | None, alias: str) -> MlflowFollower | None:
+    """The registry follower of a rollback, its URI and alias checked before the pointer moves."""
+    if tracking_uri is None:
+        return None
+    from ..mlflow_env import check_request_limits, check_tracking_uri
+    from ..names import is_alias
+
+    check_tracking_uri(tracking_uri)
+    check_request_limits()
+    if not is_alias(alias):
+        raise _Usage(f"model-release store: --alias {alias!r} is not a valid MLflow alias (letters, digits, _ and -, "
+                     "starting with a letter or _), for example production")
+    return MlflowFollower(tracking_uri, alias=alias)
 
 
 def _run(args: argparse.Namespace) -> tuple[Any, int]:
@@ -107,7 +123,7 @@ def _run(args: argparse.Namespace) -> tuple[Any, int]:
         report = verify_release(store, args.release_id, deep=args.deep)
         return report.to_dict(), 0 if report.ok else 5
     if args.command == "rollback":
-        follower = MlflowFollower(args.mlflow_tracking_uri, alias=args.alias) if args.mlflow_tracking_uri else None
+        follower = _follower(args.mlflow_tracking_uri, args.alias)
         return rollback(store, args.channel, args.to_release, follower=follower).to_dict(), 0
     if args.command == "retention":
         deleted = retention(store, args.keep, protect_days=args.protect_days, dry_run=args.dry_run)
@@ -125,10 +141,10 @@ def main(argv: list[str]) -> int:
         args = _parser().parse_args(argv)
         out, code = _run(args)
     except _Usage as exc:
-        print(str(exc), file=sys.stderr)
+        print(one_line(str(exc)), file=sys.stderr)
         return 2
     except ModelReleaseError as exc:
-        print(f"model-release store: {exc.kind} error: {' '.join(str(exc).split())}", file=sys.stderr)
+        print(one_line(f"model-release store: {exc.kind} error: {exc}"), file=sys.stderr)
         return exc.exit_code
     print(json.dumps(out, indent=2, sort_keys=True, default=str))
     return code

@@ -70,6 +70,9 @@ class MlflowFollower:
         self.registry_uri = registry_uri
 
     def _client(self) -> Any:
+        from ..mlflow_env import quiet_mlflow_env
+
+        quiet_mlflow_env()  # bounded requests: an unreachable registry fails in seconds, not minutes
         from mlflow.tracking import MlflowClient
 
         return MlflowClient(tracking_uri=self.tracking_uri, registry_uri=self.registry_uri)

@@ -1,0 +1,110 @@
+"""How model-release logs at a terminal: one safe line per record, and no wire logging by default.
+
+:func:`cli_logging` is what the CLI runs under: a handler on stderr whose formatter passes every
+message through :func:`~model_release.safe_text.one_line` (credentials redacted, control
+characters escaped), at ``MODEL_RELEASE_LOG_LEVEL`` (default INFO).
+
+At DEBUG, botocore logs every request's headers (the key id, the session token) and urllib3 every
+connection; at INFO they say where they found credentials. :func:`quiet_wire_loggers` keeps those
+libraries at WARNING unless they are asked for by name, ``MODEL_RELEASE_DEBUG_LOGGERS=botocore,urllib3``
+(their records are still redacted).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+from collections.abc import Iterator
+
+from .errors import UserError
+from .safe_text import one_line, redact
+
+#: libraries whose DEBUG records are the bytes on the wire (headers, signatures, bodies)
+WIRE_LOGGERS = ("botocore", "boto3", "s3transfer", "urllib3", "requests", "aiobotocore", "httpx", "httpcore")
+#: names the loggers to leave at DEBUG anyway, comma-separated
+DEBUG_LOGGERS_ENV = "MODEL_RELEASE_DEBUG_LOGGERS"
+LEVEL_ENV = "MODEL_RELEASE_LOG_LEVEL"
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+#: the longest log message printed (a record is cut after it, saying how much was left out)
+MAX_LOG_MESSAGE = 8000
+
+
+class SafeFormatter(logging.Formatter):
+    """Formats each record's message on one line, redacted; a traceback (``--debug``) is redacted too."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
+        return one_line(super().formatMessage(record), MAX_LOG_MESSAGE)
+
+    def formatException(self, ei) -> str:  # noqa: ANN001, N802 - logging's signature
+        return redact(super().formatException(ei))
+
+    def formatStack(self, stack_info: str) -> str:  # noqa: N802 - logging's name
+        return redact(super().formatStack(stack_info))
+
+
+class _Stderr(logging.StreamHandler):
+    """A handler writing to whatever ``sys.stderr`` is when a record is emitted."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property  # type: ignore[override]
+    def stream(self):  # noqa: ANN201
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:  # noqa: ANN001
+        pass
+
+
+def log_level(raw: str | None) -> int:
+    """The level named by ``raw`` (``MODEL_RELEASE_LOG_LEVEL``), INFO when unset.
+
+    Raises:
+        UserError: it names no level.
+    """
+    if raw is None or raw == "":
+        return logging.INFO
+    name = raw.strip().upper()
+    if name not in LEVELS:
+        raise UserError(f"{LEVEL_ENV}={raw!r} is not a log level; valid: {', '.join(LEVELS)}")
+    return getattr(logging, name)
+
+
+def quiet_wire_loggers(level: int | None = None) -> None:
+    """Keep the wire loggers at WARNING or above unless ``MODEL_RELEASE_DEBUG_LOGGERS`` names them."""
+    asked = {n.strip() for n in os.environ.get(DEBUG_LOGGERS_ENV, "").split(",") if n.strip()}
+    floor = max(logging.WARNING, level if level is not None else logging.getLogger().getEffectiveLevel())
+    for name in WIRE_LOGGERS:
+        logger = logging.getLogger(name)
+        if name in asked:
+            logger.setLevel(logging.DEBUG)
+        elif logger.level == logging.NOTSET or logger.level < floor:
+            logger.setLevel(floor)
+
+
+@contextlib.contextmanager
+def cli_logging(level_name: str | None = None) -> Iterator[None]:
+    """Log to stderr through :class:`SafeFormatter` while the block runs; restore the root logger after.
+
+    Raises:
+        UserError: ``level_name`` (default ``$MODEL_RELEASE_LOG_LEVEL``) names no level.
+    """
+    level = log_level(os.environ.get(LEVEL_ENV) if level_name is None else level_name)
+    root = logging.getLogger()
+    handler = _Stderr()
+    handler.setFormatter(SafeFormatter("%(levelname)s %(name)s: %(message)s"))
+    saved_level = root.level
+    wire = {name: logging.getLogger(name).level for name in WIRE_LOGGERS}
+    root.addHandler(handler)
+    root.setLevel(level)
+    quiet_wire_loggers(level)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(saved_level)
+        for name, saved in wire.items():
+            logging.getLogger(name).setLevel(saved)
