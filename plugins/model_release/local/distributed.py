@@ -63,6 +63,17 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
+def _together(*steps) -> None:  # noqa: ANN002
+    """Run ``steps`` in threads, side by side (each mostly waits for a process of its own to be ready);
+    the first failure is raised once all of them are done (:meth:`DistributedStack.stop` cleans up)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(len(steps)) as pool:
+        futures = [pool.submit(step) for step in steps]
+    for f in futures:
+        f.result()
+
+
 def postgres_bin() -> Path:
     """Debian's Postgres server binaries (the newest major installed)."""
     found = sorted(Path("/usr/lib/postgresql").glob("*/bin/postgres"))
@@ -105,34 +116,49 @@ class DistributedStack:
         self.stop()
 
     def start(self) -> None:
-        from .s3 import MotoServer, ensure_bucket
-
+        """Start everything in waves of services started side by side (each wave needs the one before):
+        Postgres, Redis and the S3 server; then the MLflow server, the Triton canary and Airflow (its
+        DB migrated, then its components); then the two workers, which need all of them."""
         self.root.mkdir(parents=True, exist_ok=True)
         atexit.register(self.stop)  # an interrupted caller (Ctrl-C in pytest skips teardown) still stops it all
         self.ports = {k: free_port() for k in ("postgres", "redis", "mlflow", "api", "log_cpu", "log_gpu")}
-        self._postgres()
-        self._redis()
+        _together(self._postgres, self._redis, self._s3)
+        _together(self._mlflow, self._triton, self._airflow)
+        for worker in WORKERS:  # the workers run the tasks: they need the Triton canary's port, and MLflow
+            self.start_worker(worker)
+        self._wait("dag-processor", lambda: bool(self.api("GET", "/api/v2/dags/model_release")), 300)
+        for worker in WORKERS:
+            self.wait_worker(worker)
+
+    def _s3(self) -> None:
+        from .s3 import MotoServer, ensure_bucket
+
         self.moto = MotoServer().start()
         ensure_bucket(self.moto.endpoint_url, BUCKET)
         self.moto.client().put_object(Bucket=BUCKET, Key="canary/.keep", Body=b"")  # an empty canary repository
-        self._mlflow()
-        self._triton()
-        self._airflow()
 
     def stop(self) -> None:
-        """Stop every process this stack started (workers first), by PID and process group. Idempotent."""
+        """Stop every process this stack started, by PID and process group, side by side; Postgres last. Idempotent."""
         atexit.unregister(self.stop)
-        for name in reversed(list(self.procs)):
-            try:  # Postgres last: SIGINT is its fast shutdown (SIGTERM waits for every client to leave)
-                self._stop(name, signal.SIGINT if name == "postgres" else signal.SIGTERM)
+
+        def stop(name: str, sig: int = signal.SIGTERM) -> None:
+            try:
+                self._stop(name, sig)
             except Exception as exc:  # noqa: BLE001 - stop the others all the same
                 log.warning("could not stop %s cleanly: %s", name, exc)
+
+        # side by side (each may take seconds to shut down); Postgres last, SIGINT being its fast
+        # shutdown (SIGTERM waits for every client to leave)
+        others = [name for name in reversed(list(self.procs)) if name != "postgres"]
+        if others:
+            _together(*(lambda name=name: stop(name) for name in others))
         if self.triton is not None:
             self.triton.stop()
             self.triton = None
         if self.moto is not None:
             self.moto.stop()
             self.moto = None
+        stop("postgres", signal.SIGINT)
 
     def _stop(self, name: str, sig: int = signal.SIGTERM, timeout: float = 20) -> None:
         proc = self.procs.pop(name, None)
@@ -266,9 +292,11 @@ class DistributedStack:
         from .s3 import _MOTO_KEY_ID, _MOTO_SECRET
 
         aws = {"conn_type": "aws", "login": _MOTO_KEY_ID, "password": _MOTO_SECRET,
-               "extra": {"endpoint_url": self.moto.endpoint_url, "region_name": "us-east-1"}}
-        canary = {"conn_type": "http", "host": "127.0.0.1", "port": self.triton.http_port,
+               "extra": {"endpoint_url": self.moto.endpoint_url if self.moto else "", "region_name": "us-east-1"}}
+        canary = {"conn_type": "http", "host": "127.0.0.1", "port": self.triton.http_port if self.triton else 0,
                   "extra": {"repository": f"s3://{BUCKET}/canary", "gpu": False}}
+        # the tasks read the connections from their worker's environment; the canary's only once it has a port
+        conns = {"AIRFLOW_CONN_TRITON_CANARY": json.dumps(canary)} if canary["port"] else {}
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "MODEL_RELEASE", "AWS_"))}
         env.update(
             AIRFLOW_HOME=str(self.root / "airflow"),
@@ -288,13 +316,14 @@ class DistributedStack:
             AIRFLOW__API__PORT=str(self.ports["api"]),
             AIRFLOW__API__WORKERS="1",
             AIRFLOW__API__BASE_URL=self.api_url,
-            AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT="30",
+            # a task whose worker was lost is noticed within about 20 s (default: 5 minutes)
+            AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT="20",
+            AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL="2",
             AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC="2",
             AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="30",
             AIRFLOW__LOGGING__COLORED_CONSOLE_LOG="False",
             AIRFLOW_CONN_AWS_DEFAULT=json.dumps(aws),
             AIRFLOW_CONN_MLFLOW_DEFAULT=json.dumps({"conn_type": "http", "extra": {"tracking_uri": self.tracking_uri}}),
-            AIRFLOW_CONN_TRITON_CANARY=json.dumps(canary),
             MODEL_RELEASE_HOME=str(PROJECT),
             MODEL_RELEASE_WORKSPACE_STORE=f"s3://{BUCKET}/workspaces",
             MODEL_RELEASE_RETRY_DELAY_S="5",
@@ -305,6 +334,7 @@ class DistributedStack:
             DO_NOT_TRACK="true",
             PYTHONUNBUFFERED="1",
         )
+        env.update(conns)
         env.update(self.extra_env)
         return env
 
@@ -316,6 +346,8 @@ class DistributedStack:
             raise ServiceUnavailable(f"`airflow {' '.join(args)}` failed ({proc.returncode}): {proc.stderr[-3000:]}")
 
     def _airflow(self) -> None:
+        """Airflow's DB migrated and the canary's pool made, then its components started at once (none
+        needs another to start) and the API waited for. The workers are started by :meth:`start`."""
         (self.root / "airflow").mkdir(exist_ok=True)
         self._airflow_cmd("db", "migrate")
         self._airflow_cmd("pools", "set", "triton_canary", "1", "one release at a time on the canary Triton")
@@ -323,14 +355,9 @@ class DistributedStack:
         env = self.airflow_env()
         self._spawn("api-server", [airflow, "api-server", "--host", "127.0.0.1", "--port", str(self.ports["api"]),
                                    "--workers", "1"], env=env)
-        self._wait("api-server", lambda: urllib.request.urlopen(self.api_url + "/api/v2/monitor/health", timeout=2).status == 200, 240)
         for name in ("scheduler", "dag-processor", "triggerer"):
             self._spawn(name, [airflow, name], env=env)
-        for worker in WORKERS:
-            self.start_worker(worker)
-        self._wait("dag-processor", lambda: bool(self.api("GET", "/api/v2/dags/model_release")), 300)
-        for worker in WORKERS:
-            self.wait_worker(worker)
+        self._wait("api-server", lambda: urllib.request.urlopen(self.api_url + "/api/v2/monitor/health", timeout=2).status == 200, 300)
 
     def wait_worker(self, worker: str, timeout: float = 240) -> None:
         """Until the Celery worker says it is ready (its log's ``celery@... ready.``)."""
@@ -415,6 +442,6 @@ class DistributedStack:
             state = self.run_state(dag_id, run_id)
             if state in ("success", "failed"):
                 return state
-            time.sleep(2)
+            time.sleep(1)
         raise TimeoutError(f"run {run_id} of {dag_id} did not finish within {timeout:.0f} s "
                            f"(tasks: { {k: v['state'] for k, v in self.task_instances(dag_id, run_id).items()} })")
