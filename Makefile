@@ -1,13 +1,20 @@
 # The two commands a new user needs: `make demo` and `make test`. Both set up what they need.
 PY := .venv/bin/python
 
-.PHONY: setup demo up down test test-fast lint bench lock clean
+.PHONY: setup setup-distributed demo distributed-demo up down test test-fast lint bench lock clean
 
 setup:
 	@bash infra/local/setup.sh
 
+setup-distributed: setup
+	@bash infra/local/setup-distributed.sh
+
 demo: setup
 	$(PY) -m model_release.demo
+
+# the distributed stack (Postgres, Redis, Celery workers, MLflow server, a separate Triton): one release through the REST API
+distributed-demo: setup-distributed
+	$(PY) -m model_release.local.distributed_demo
 
 # the embedded stack as services that keep running (README, "Using it"); state under .work/stack
 up: setup
@@ -16,11 +23,11 @@ up: setup
 down:
 	@if [ -x .venv/bin/model-release ]; then .venv/bin/model-release down; fi
 
-test: setup
+test: setup-distributed
 	$(PY) -m pytest
 
 test-fast: setup
-	$(PY) -m pytest -m "not integration and not dags"
+	$(PY) -m pytest -m "not integration and not dags and not distributed"
 
 bench: setup
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

@@ -16,6 +16,7 @@ exported ONNX model uses:
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -152,6 +153,15 @@ def load_native(intake: IntakeResult) -> NativeModel:
     Raises:
         ExportError: the model cannot be loaded or is not a predictor.
     """
+    with warnings.catch_warnings():
+        # skops (the sklearn flavor's format) finds a scipy ufunc's module by getattr on every loaded
+        # module; in an Airflow task that includes Airflow's deprecated-attribute shims, each of which
+        # warns: some 1,200 warnings per load, seconds of a task's time and its log
+        warnings.filterwarnings("ignore", message=r"The `airflow\.")
+        return _load_native(intake)
+
+
+def _load_native(intake: IntakeResult) -> NativeModel:
     model_dir = intake.model_dir
     mlmodel = read_mlmodel(model_dir)
     columnar = mlmodel.signature is not None and not mlmodel.signature.inputs.is_tensor_spec()

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from .errors import ConflictError, GateError, ModelReleaseError
+from .errors import ConflictError, GateError, ModelReleaseError, UserError
 from .safe_text import redact
 from .spec import ReleaseSpec
 from .types import (
@@ -44,11 +44,15 @@ class Services:
         open_store: builds the model store for a store URI (``s3://...`` or ``file:///...``); the
             Airflow hook passes one that uses the connection's credentials.
         triton_endpoint: a running canary Triton (``host:port``, HTTP); None starts a local one.
+        canary: the remote canary Triton with what it declares (its repository in the object store,
+            backends, TensorRT version, GPU compute capability; :class:`~model_release.canary.remote.RemoteCanary`);
+            when given it takes the place of ``triton_endpoint``.
     """
 
     tracking_uri: str | None = None
     open_store: Callable[[str], Any] | None = None
     triton_endpoint: str | None = None
+    canary: Any = None
 
     def store(self, uri: str) -> Any:
         if self.open_store is not None:
@@ -63,7 +67,10 @@ def run_stage(ws: Workspace, stage: str, fn: Callable[..., R], *args: Any, **kwa
 
     Args:
         ws: the release workspace; the result goes to ``<ws>/<dir>/<dir>.json`` (``dir`` is the
-            stage's name, ``repository`` for assemble).
+            stage's name, ``repository`` for assemble), and a failure to ``<ws>/<dir>/error.json``.
+            Saving publishes the stage's folder when the workspace has a mirror (no shared disk:
+            see :mod:`model_release.workspace_mirror`), so the stage's output is out of this
+            worker before the task returns.
         stage: the stage's name, used in errors and logs.
         fn: the stage's function; returns the stage's result (a ``types`` dataclass).
 
@@ -81,6 +88,11 @@ def run_stage(ws: Workspace, stage: str, fn: Callable[..., R], *args: Any, **kwa
         exc.stage = exc.stage or stage
         if isinstance(exc, GateError) and exc.result is not None:
             ws.save_result(folder, exc.result)
+        # beside the result: what stopped the stage, so a later task (the ledger) can tell a gate's
+        # refusal from an outage without re-deriving it
+        ws.save_error(folder, {"stage": stage, "kind": exc.kind, "class": type(exc).__name__,
+                               "user": isinstance(exc, UserError), "gate": isinstance(exc, GateError),
+                               "message": exc.message})
         log.error("%s: %s", stage, exc.message)
         raise
     ws.save_result(folder, result)
@@ -126,8 +138,6 @@ def preflight(
         store = services.store(spec.promote.store)
         store.check_writable()
         if ws is not None and store.read_record(ws.release_id) is not None and not _owned(ws, owner):
-            from .errors import UserError
-
             raise UserError(
                 f"release id {ws.release_id!r} is taken: the store {store.uri} already holds that release, complete; "
                 "released prefixes are immutable. Choose another --release-id (or leave it out for a new one)"
@@ -190,7 +200,8 @@ def run_canary(
     def stage() -> CanaryResult:
         store = services.store(spec.promote.store)
         return canary(
-            spec, intake, export, assembled, ws, endpoint=services.triton_endpoint,
+            spec, intake, export, assembled, ws, endpoint=services.triton_endpoint, remote=services.canary,
+            open_store=services.store,
             find_champion=lambda folder: find_champion(spec, folder, store=store, tracking_uri=services.tracking_uri,
                                                        intake=intake, export=export),
             record=mlflow_recorder(services.tracking_uri, intake, export) if services.tracking_uri else None,
@@ -237,7 +248,11 @@ def run_promote(
     export: ExportResult,
     assembled: AssembleResult,
     canary: CanaryResult,
+    *,
+    run: dict[str, Any] | None = None,
 ) -> PromoteResult:
+    """Bundle and promote the release; ``run`` (the Airflow run that made it: DAG id, run id, bundle
+    version, code digest) goes into its manifest, so a release traces back to the pipeline's code."""
     from .provenance import trigger
     from .store import UNSET, promote
     from .store.bundle import bundle_release
@@ -265,6 +280,7 @@ def run_promote(
                     "breaking_change": spec.promote.breaking_change,
                     # who or what promoted it (the channel's history page shows the DAG run)
                     "trigger": trigger()},
+            run=run,
         )
         follower = None
         if spec.promote.mlflow_alias and services.tracking_uri:
@@ -369,13 +385,34 @@ class ReleaseRef(_Serialisable):
     connections: dict[str, str] = field(default_factory=dict)
     #: stage -> small facts of its result (digests, verdicts, paths)
     stages: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: the object-store prefix the workspace is published to (``s3://BUCKET/workspaces``); None: every
+    #: task reaches ``workspace_root`` (one machine, or a shared mount)
+    workspace_store: str | None = None
+    #: the run that makes the release: dag_id, run_id, run_type, bundle name and version, code digest
+    run: dict[str, Any] = field(default_factory=dict)
+    #: the candidate model version claimed in the channel's ledger (scheduled and manual DAG runs)
+    claim: dict[str, Any] = field(default_factory=dict)
 
     def spec(self) -> ReleaseSpec:
         from .spec import load_spec
 
         return load_spec(self.spec_path, overrides=self.overrides or None)
 
-    def workspace(self) -> Workspace:
+    def workspace(self, *, local_root: str | None = None,
+                  open_mirror: Callable[[str], Any] | None = None) -> Workspace:
+        """The release's workspace on this worker.
+
+        With ``workspace_store`` the folder is this worker's own (``local_root``, default
+        ``$MODEL_RELEASE_WORKSPACE`` or ``./.work/workspace``) and stages are fetched from and
+        published to the store (``open_mirror`` builds the mirror, e.g. with an Airflow
+        connection's credentials); without it, ``workspace_root`` is the folder every task shares.
+        """
+        if self.workspace_store:
+            from .workspace import default_root
+            from .workspace_mirror import StoreMirror
+
+            mirror = (open_mirror or StoreMirror.open)(self.workspace_store)
+            return Workspace(self.release_id, local_root or default_root(), mirror=mirror)
         return Workspace(self.release_id, self.workspace_root)
 
     def after(self, stage: str, facts: dict[str, Any]) -> "ReleaseRef":

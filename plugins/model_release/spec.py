@@ -4,6 +4,7 @@ A spec is small and declarative; everything it names is checked here, before any
 typo fails in a second with the field, the bad value and what is valid::
 
     name: iris                       # the release pipeline's name (Triton ensemble name)
+    schedule: "@daily"               # optional: cron, preset or duration (30m) for DAG model_release__iris
     model:
       name: iris-classifier          # MLflow registered model
       alias: candidate               # or: version: 3
@@ -186,11 +187,31 @@ class ExportSpec(_Strict):
     cache: bool = True
 
 
+class ShapeRange(_Strict):
+    """``tensorrt.shapes.<input>``: the range of an input's non-batch dimensions in the TensorRT
+    profile, each a list as long as the input's dims (the batch dimension comes from
+    ``repository.max_batch_size``). Fixed dimensions repeat their size."""
+
+    min: list[int]
+    opt: list[int]
+    max: list[int]
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "ShapeRange":
+        if not (len(self.min) == len(self.opt) == len(self.max)):
+            raise ValueError(f"min {self.min}, opt {self.opt} and max {self.max} must have the same length (the input's dims)")
+        if any(d < 1 for d in self.min) or any(not (a <= b <= c) for a, b, c in zip(self.min, self.opt, self.max)):
+            raise ValueError(f"need 1 <= min <= opt <= max in every dimension, got min {self.min}, opt {self.opt}, max {self.max}")
+        return self
+
+
 class TensorRTSpec(_Strict):
     mode: Literal["off", "prefer", "require"] = "off"
     precision: Literal["fp32", "fp16", "bf16", "int8"] = "fp16"
     tolerances: Tolerances = Tolerances(default=Tolerance(atol=1e-2, rtol=1e-2))
     workspace_mb: int = Field(2048, ge=64)
+    #: input name -> the profile range of its dynamic non-batch dimensions (see :class:`ShapeRange`)
+    shapes: dict[str, ShapeRange] = {}
 
 
 class DynamicBatching(_Strict):
@@ -504,11 +525,42 @@ class PromoteSpec(_Strict):
         return v
 
 
+_PRESETS = ("@hourly", "@daily", "@weekly", "@monthly", "@quarterly", "@yearly")
+_CRON_FIELD = re.compile(r"[0-9A-Za-z*/,\-?LW#]+")
+_DURATION = re.compile(r"([1-9][0-9]{0,5})([smhd])")
+
+
+def check_schedule(value: str) -> str:
+    """A cron expression (5 fields), an Airflow preset (``@daily``...) or a duration (``30m``, ``6h``, ``1d``)."""
+    fields = value.split()
+    if value in _PRESETS or _DURATION.fullmatch(value) or (len(fields) == 5 and all(_CRON_FIELD.fullmatch(f) for f in fields)):
+        return value
+    raise ValueError(
+        f"schedule {echo(value)} is not a cron expression (5 fields, e.g. '0 6 * * *'), a preset "
+        f"({', '.join(_PRESETS)}) or a duration (a number and s, m, h or d, e.g. '30m')"
+    )
+
+
+def schedule_value(value: str | None):  # -> str | timedelta | None
+    """What Airflow's ``schedule=`` takes for a spec's schedule: the cron or preset string, or a timedelta."""
+    from datetime import timedelta
+
+    if value is None:
+        return None
+    m = _DURATION.fullmatch(value)
+    if m is None:
+        return value
+    return timedelta(**{{"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[m.group(2)]: int(m.group(1))})
+
+
 class ReleaseSpec(_Strict):
     """A validated release spec. Build with :func:`load_spec` or :func:`parse_spec`."""
 
     name: str
     model: ModelRef
+    #: when the spec's scheduled DAG (``model_release__<name>``) looks for a new candidate: a cron
+    #: expression, an Airflow preset or a duration; None: that DAG runs only when triggered
+    schedule: str | None = None
     golden: GoldenSpec = GoldenSpec()
     export: ExportSpec = ExportSpec()
     tensorrt: TensorRTSpec = TensorRTSpec()
@@ -519,6 +571,11 @@ class ReleaseSpec(_Strict):
     #: set by load_spec, not part of the YAML
     base_dir: str | None = None
     source: str | None = None
+
+    @field_validator("schedule")
+    @classmethod
+    def _schedule(cls, v: str | None) -> str | None:
+        return None if v is None else check_schedule(v.strip())
 
     @field_validator("name")
     @classmethod

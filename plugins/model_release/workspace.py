@@ -1,8 +1,13 @@
 """The release workspace: where one release's stages leave their artifacts for the next.
 
-Every worker of a release reaches the same workspace: a local folder in the embedded setup (the
-default, ``$MODEL_RELEASE_WORKSPACE`` or ``./.work/workspace``), a shared mount or synced prefix in a
-distributed one. Layout::
+Each worker has its own workspace root (``$MODEL_RELEASE_WORKSPACE`` or ``./.work/workspace``): a
+local folder. Alone, that is the embedded setup (every stage in one place). With a *mirror*
+(:class:`~model_release.workspace_mirror.StoreMirror`, an object-store prefix such as
+``s3://BUCKET/workspaces``) the workers share no disk: saving a stage's result publishes the stage's
+folder to ``<mirror>/<release_id>/<stage>/``, and loading an earlier stage's result first fetches its
+folder, so any worker can run any task and a retried task finds what it needs. Both go through the
+same two calls, :meth:`Workspace.save_result` and :meth:`Workspace.load_result`, which the pipeline's
+stage runner and the Airflow tasks use. Layout::
 
     <root>/<release_id>/
         intake/      the downloaded MLflow model, intake.json
@@ -15,10 +20,15 @@ distributed one. Layout::
 A stage writes its files first and its ``<stage>.json`` result last, atomically, so a retried task
 either finds a whole earlier result (and may reuse it) or none at all.
 
+Results name files by absolute path while a stage runs, but are saved with the paths under the
+release folder written ``@workspace/<stage>/...`` and resolved against the loading worker's own
+folder, so a result saved on one machine points at the right files on another.
+
 A release id names one release: :meth:`Workspace.check_unused` refuses an id whose folder
 already holds another release (before anything is written), and :meth:`Workspace.claim` takes the
 folder, recording its owner in ``<release_id>/.owner`` (an Airflow run, so that its own retries
-find it theirs).
+find it theirs). The owner file is local to a worker's folder, never published to the mirror:
+another worker running a later task of the same run does not claim, it fetches the stages it needs.
 """
 
 from __future__ import annotations
@@ -32,7 +42,7 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from collections.abc import Callable
-from typing import Any, BinaryIO, TypeVar
+from typing import Any, BinaryIO, Protocol, TypeVar
 
 from .errors import UserError
 from .names import check_release_id
@@ -41,6 +51,59 @@ from .safe_text import echo, redact_tree
 T = TypeVar("T")
 
 STAGES = ("intake", "export", "tensorrt", "repository", "canary", "promote")
+
+#: how a saved result writes a path inside the release folder (resolved again on load)
+WORKSPACE_MARK = "@workspace/"
+#: the failure a stage left (its error's kind and message), beside where its result would be
+ERROR_FILE = "error.json"
+
+
+class WorkspaceMirror(Protocol):
+    """Where stage folders are published for other workers (see :mod:`model_release.workspace_mirror`)."""
+
+    uri: str
+
+    def publish(self, release_id: str, stage: str, folder: Path) -> None:
+        """Make ``folder`` the published content of ``stage``, whole (readers never see half of it)."""
+        ...
+
+    def fetch(self, release_id: str, stage: str, folder: Path) -> bool:
+        """Make ``folder`` the published content of ``stage``; False when nothing is published."""
+        ...
+
+    def stages(self, release_id: str) -> list[str]:
+        """The stage folders published for a release (whole or not)."""
+        ...
+
+    def owner(self, release_id: str) -> str | None:
+        """Who claimed the release's workspace in the mirror, None when nobody did."""
+        ...
+
+    def claim(self, release_id: str, owner: str) -> str:
+        """Record ``owner`` as the release's claimant unless someone is already; returns who holds it."""
+        ...
+
+
+def relative_paths(value: Any, base: str) -> Any:
+    """``value`` with every string under ``base`` (a folder) written ``@workspace/<rest>``."""
+    if isinstance(value, str):
+        return WORKSPACE_MARK + value[len(base) + 1 :] if value.startswith(base + os.sep) else value
+    if isinstance(value, dict):
+        return {k: relative_paths(v, base) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [relative_paths(v, base) for v in value]
+    return value
+
+
+def absolute_paths(value: Any, base: str) -> Any:
+    """The inverse of :func:`relative_paths`, against this worker's release folder ``base``."""
+    if isinstance(value, str):
+        return os.path.join(base, value[len(WORKSPACE_MARK) :]) if value.startswith(WORKSPACE_MARK) else value
+    if isinstance(value, dict):
+        return {k: absolute_paths(v, base) for k, v in value.items()}
+    if isinstance(value, list):
+        return [absolute_paths(v, base) for v in value]
+    return value
 
 
 def default_root() -> Path:
@@ -108,28 +171,38 @@ OWNER_FILE = ".owner"
 
 
 class Workspace:
-    """One release's folder in the workspace root."""
+    """One release's folder in this worker's workspace root, published through ``mirror`` when given.
 
-    def __init__(self, release_id: str, root: str | Path | None = None) -> None:
+    Args:
+        release_id: the release.
+        root: this worker's workspace root (default :func:`default_root`).
+        mirror: where stage folders are published and fetched; None keeps everything in ``root``
+            (one machine, or a folder every worker mounts).
+    """
+
+    def __init__(self, release_id: str, root: str | Path | None = None, *, mirror: WorkspaceMirror | None = None) -> None:
         self.release_id = check_release_id(release_id)
         if root is not None and (not str(root).strip() or "\x00" in str(root)):
             raise UserError(f"workspace root {echo(str(root))} is not a folder name; pass --workspace a folder "
                             "(or leave it out for $MODEL_RELEASE_WORKSPACE or ./.work/workspace)")
         self.root = Path(root) if root is not None else default_root()
         self.path = self.root / release_id
+        self.mirror = mirror
 
     def check_unused(self, owner: str | None = None) -> None:
         """Refuse, before anything is written, a workspace that cannot be made or holds another release.
 
         Args:
             owner: who is about to claim it (an Airflow run); a folder that ``owner`` claimed
-                earlier is its own (a retry), not another release.
+                earlier is its own (a retry), not another release. With a mirror, the mirror's
+                claim and published stages count, whichever worker made them.
 
         Raises:
             UserError: the root is not a folder or cannot be created or written, or the release id
                 already has a workspace (another release's results would be overwritten).
         """
         _check_creatable(self.root, "workspace root", "pass --workspace a writable folder")
+        self._check_mirror(owner)
         if not self.path.exists() and not self.path.is_symlink():
             return
         if not self.path.is_dir() or self.path.is_symlink():
@@ -145,22 +218,50 @@ class Workspace:
             "to release this id again from scratch, remove that folder first"
         )
 
+    def _check_mirror(self, owner: str | None) -> None:
+        """With a mirror, the release's published stages and its claim there are the workspace too."""
+        if self.mirror is None:
+            return
+        held_by = self.mirror.owner(self.release_id)
+        stages = self.mirror.stages(self.release_id)
+        if (held_by is None and not stages) or (owner is not None and held_by == owner):
+            return
+        raise UserError(
+            f"release id {self.release_id!r} is taken: the workspace store {self.mirror.uri} already holds a release "
+            f"({', '.join(stages) or 'claimed by ' + echo(held_by or '?')}); nothing was written. Choose another "
+            "--release-id (or leave it out for a new one); to release this id again from scratch, remove its prefix "
+            "from the workspace store first"
+        )
+
     def claim(self, owner: str | None = None) -> None:
-        """Take the release's folder (after :meth:`check_unused`): create it, record ``owner``.
+        """Take the release's folder (after :meth:`check_unused`): create it, record ``owner`` in it
+        and, with a mirror, in the mirror (so the owner's retries on any worker find it theirs).
 
         Raises:
             UserError: another process claimed it meanwhile.
         """
+        owner = owner or f"pid {os.getpid()}"
+        if self.mirror is not None:
+            held_by = self.mirror.claim(self.release_id, owner)
+            if held_by != owner:
+                raise UserError(f"release id {self.release_id!r} is taken: {echo(held_by)} claimed it in the "
+                                f"workspace store {self.mirror.uri} meanwhile; nothing was written. Choose another --release-id")
         self.root.mkdir(parents=True, exist_ok=True)
         try:
             self.path.mkdir()
         except FileExistsError:
             self.check_unused(owner)  # empty, or this owner's own: take it
-        if self.owner() is None:
-            atomic_write_bytes(self.path / OWNER_FILE, (owner or f"pid {os.getpid()}").encode())
+        if self._local_owner() is None:
+            atomic_write_bytes(self.path / OWNER_FILE, owner.encode())
 
     def owner(self) -> str | None:
-        """Who claimed this workspace (its `.owner` file), None when nobody did."""
+        """Who claimed this workspace (the mirror's claim when there is a mirror, else the folder's
+        ``.owner`` file), None when nobody did."""
+        if self.mirror is not None:
+            return self.mirror.owner(self.release_id)
+        return self._local_owner()
+
+    def _local_owner(self) -> str | None:
         try:
             return (self.path / OWNER_FILE).read_text(errors="replace")
         except OSError:
@@ -180,18 +281,53 @@ class Workspace:
         return self.path / stage / f"{stage}.json"
 
     def save_result(self, stage: str, result: Any) -> Path:
+        """Write the stage's result (paths in the release folder made relative), then publish the stage's folder."""
         p = self.result_path(stage)
-        atomic_write_json(p, result.to_dict() if hasattr(result, "to_dict") else result)
+        data = result.to_dict() if hasattr(result, "to_dict") else result
+        (p.parent / ERROR_FILE).unlink(missing_ok=True)
+        atomic_write_json(p, relative_paths(data, str(self.path)))
+        self.publish(stage)
         return p
 
+    def save_error(self, stage: str, error: dict[str, Any]) -> None:
+        """Record why ``stage`` failed (kind, message) beside its result, and publish the folder."""
+        self.stage_dir(stage)
+        atomic_write_json(self.path / stage / ERROR_FILE, relative_paths(error, str(self.path)))
+        self.publish(stage)
+
+    def load_error(self, stage: str) -> dict[str, Any] | None:
+        """What :meth:`save_error` recorded for ``stage`` (fetched from the mirror first), or None."""
+        self.fetch(stage)
+        p = self.path / stage / ERROR_FILE
+        return absolute_paths(json.loads(p.read_text()), str(self.path)) if p.is_file() else None
+
     def load_result(self, stage: str, cls: type[T]) -> T | None:
+        """The stage's result, its paths resolved in this worker's release folder; None when there is none.
+
+        With a mirror, the stage's published folder is fetched first (files already here with the
+        published digest are kept), so the result and the files it names are the ones published.
+        """
+        if not self.fetch(stage):
+            return None
         p = self.result_path(stage)
         if not p.is_file():
             return None
-        return cls.from_dict(json.loads(p.read_text()))  # type: ignore[attr-defined]
+        data = absolute_paths(json.loads(p.read_text()), str(self.path))
+        return cls.from_dict(data)  # type: ignore[attr-defined]
+
+    def publish(self, stage: str) -> None:
+        if self.mirror is not None:
+            self.mirror.publish(self.release_id, stage, self.path / stage)
+
+    def fetch(self, stage: str) -> bool:
+        """Bring the stage's published folder here (a no-op without a mirror); False when none is published."""
+        if self.mirror is None:
+            return True
+        return self.mirror.fetch(self.release_id, stage, self.path / stage)
 
     def __repr__(self) -> str:
-        return f"Workspace({str(self.path)!r})"
+        via = f", mirror={self.mirror.uri!r}" if self.mirror is not None else ""
+        return f"Workspace({str(self.path)!r}{via})"
 
 
 def _check_creatable(folder: Path, what: str, fix: str) -> None:

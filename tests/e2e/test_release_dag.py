@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
-import sys
 
 import mlflow
 import pytest
@@ -24,6 +22,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.dags, pytest.mark.slow]
 SECRET = "moto-local-secret"
 
 
+@pytest.mark.timeout(1800)  # two releases, each with the canary's load phase and tuning, on 2 cores
 def test_two_releases_through_the_dag(stack) -> None:
     store = StoreView(stack, "iris")
     first_version = train_iris(stack.tracking_uri, c=1.0)
@@ -60,7 +59,7 @@ def test_two_releases_through_the_dag(stack) -> None:
     # a better retrain: the canary serves it beside the first release, fetched from the store, and judges both
     second_version = train_iris(stack.tracking_uri, c=10.0)
     second = new_release_id("iris")
-    run2 = stack.run_dag({"spec": "releases/iris.yaml", "release_id": second})
+    run2 = stack.run_dag({"spec": "releases/iris.yaml", "release_id": second, "workspace": "s3://model-store/workspaces"})
     assert run2.returncode == 0, run2.output[-5000:]
     pointer = store.json("channels/production.json")
     assert pointer["release_id"] == second
@@ -88,21 +87,75 @@ def test_two_releases_through_the_dag(stack) -> None:
     assert [e["release_id"] for e in events] == [first, second]
     assert events[-1]["prefix"].endswith(f"/releases/{second}/")
 
-    # and the release engineer can take it back: the channel and the MLflow alias return to the first
-    from model_release.local.s3 import _MOTO_KEY_ID, _MOTO_SECRET
+    # the manifest names the run that made the release, down to the pipeline's code
+    run_record = store.json(f"releases/{second}/release.json")["run"]
+    assert run_record["dag_id"] == "model_release" and run_record["run_id"]
+    assert "bundle_name" in run_record and "bundle_version" in run_record and len(run_record["code_digest"]) == 16
+    # the second release went through a workspace in the object store: every stage was published there
+    published = {k.split("/")[1] for k in StoreView(stack, "workspaces").keys(f"{second}/") if k.endswith(".published.json")}
+    assert {"intake", "export", "tensorrt", "repository", "canary", "promote"} <= published
 
-    env = {**stack.env(), "AWS_ENDPOINT_URL": stack.endpoint_url, "AWS_ACCESS_KEY_ID": _MOTO_KEY_ID,
-           "AWS_SECRET_ACCESS_KEY": _MOTO_SECRET, "AWS_DEFAULT_REGION": "us-east-1"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "model_release.cli", "rollback", "--store", "s3://model-store/iris",
-         "--channel", "production", "--mlflow-tracking-uri", stack.tracking_uri],
-        capture_output=True, text=True, timeout=120, env=env,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["to_release"] == first
+    DONE.update(first=first, second=second, first_version=first_version)
+
+
+#: what the first test released, for the second (the two run in order on one embedded stack)
+DONE: dict[str, str] = {}
+
+
+@pytest.mark.timeout(1800)
+def test_the_schedule_skips_what_is_not_new_and_never_retries_a_rejected_version_then_a_rollback(stack) -> None:
+    if not DONE:
+        pytest.skip("needs the two releases of test_two_releases_through_the_dag")
+    first, second, first_version = DONE["first"], DONE["second"], DONE["first_version"]
+    store = StoreView(stack, "iris")
+    client = mlflow.MlflowClient(tracking_uri=stack.tracking_uri)
+
+    # the scheduled DAG of the spec finds nothing new (the candidate is what production serves): every task skipped
+    before = _snapshot(store, client)
+    nothing = stack.run_dag({}, dag_id="model_release__iris")
+    assert nothing.returncode == 0, nothing.output[-5000:]
+    assert _states(stack, "model_release__iris") == {t: "skipped" for t in RELEASE_TASKS}
+    assert "nothing to release: channel 'production' released iris-classifier v" in nothing.output
+    assert _snapshot(store, client) == before, "a skipped run touches neither the store nor MLflow"
+
+    # a degraded retrain: the scheduled run judges it and the canary rejects it; the next run does not try it again
+    bad_version = train_iris(stack.tracking_uri, c=1.0, noise=0.4)
+    rejected = stack.run_dag({}, dag_id="model_release__iris")
+    assert rejected.returncode != 0 and rejected.state == "failed", rejected.output[-3000:]
+    entry = store.json(f"ledger/production/iris-classifier/{bad_version}.json")
+    assert entry["state"] == "rejected" and entry["reason"].startswith("canary:"), entry
+    assert store.json("channels/production.json")["release_id"] == second
+    before = _snapshot(store, client)
+    again = stack.run_dag({}, dag_id="model_release__iris")
+    assert again.returncode == 0, again.output[-5000:]
+    assert f"rejected iris-classifier v{bad_version}" in again.output and "force_retry=true" in again.output
+    assert _snapshot(store, client) == before
+
+    # and the release engineer can take it back with the rollback DAG: the channel and the MLflow alias return to the first
+    back = stack.run_dag({"spec": "releases/iris.yaml"}, dag_id="model_release_rollback")
+    assert back.returncode == 0, back.output[-5000:]
     assert store.json("channels/production.json")["release_id"] == first
     assert str(client.get_model_version_by_alias("iris-classifier", "production").version) == first_version
-    assert _MOTO_SECRET not in proc.stdout + proc.stderr
+    assert SECRET not in back.output
+
+
+RELEASE_TASKS = ("start", "intake", "export", "tensorrt", "assemble", "canary", "promote", "finish")
+
+
+def _states(stack, dag_id: str) -> dict[str, str]:
+    """The task states of the DAG's latest run, from Airflow's own metadata DB."""
+    with sqlite3.connect(stack.airflow_home / "airflow.db") as db:
+        (run_id,) = db.execute("SELECT run_id FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1", (dag_id,)).fetchone()
+        return dict(db.execute("SELECT task_id, state FROM task_instance WHERE dag_id = ? AND run_id = ?", (dag_id, run_id)))
+
+
+def _snapshot(store: StoreView, client) -> tuple:  # noqa: ANN001
+    """Every object of the store (key, etag) and every MLflow model version's aliases, tags and update time."""
+    objects = sorted((o["Key"], o["ETag"]) for page in store.client.get_paginator("list_objects_v2").paginate(
+        Bucket=store.bucket, Prefix=store.prefix + "/") for o in page.get("Contents", []))
+    versions = sorted((v.version, v.last_updated_timestamp, tuple(sorted(v.tags.items())), tuple(sorted(v.aliases)))
+                      for v in client.search_model_versions("name='iris-classifier'"))
+    return objects, versions
 
 
 def test_bad_input_fails_the_dag_at_once_without_retries(stack) -> None:

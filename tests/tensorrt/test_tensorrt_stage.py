@@ -68,7 +68,8 @@ def test_require_without_gpu_stops_the_release(tmp_path) -> None:
 
 
 def test_reproduce_command_names_the_profile() -> None:
-    cmd = _trtexec_command("/w/model.onnx", __import__("pathlib").Path("/w/model.plan"), {"x": (4,)}, 8, "fp16")
+    profile = {"x": ((1, 4), (4, 4), (8, 4))}
+    cmd = _trtexec_command("/w/model.onnx", __import__("pathlib").Path("/w/model.plan"), profile, "fp16")
     assert "--minShapes=x:1x4" in cmd and "--optShapes=x:4x4" in cmd and "--maxShapes=x:8x4" in cmd and "--fp16" in cmd
 
 
@@ -80,3 +81,91 @@ def test_builds_a_plan_that_matches_onnxruntime(tmp_path) -> None:
     assert result.built and result.plan_path and result.environment["tensorrt"]
     assert result.parity["y"]["passed"] is True
     assert (ws.path / "tensorrt" / "reproduce.sh").read_text().startswith("trtexec")
+
+
+# --- the stage's decisions, on this machine's CPU: what a GPU worker would do, without a fake engine ---
+
+def _sklearn_export(tmp_path) -> ExportResult:
+    """A real scikit-learn export (skl2onnx): a scaled logistic regression, ai.onnx.ml operators inside."""
+    from skl2onnx import to_onnx
+    from sklearn.datasets import load_iris
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    x, y = load_iris(return_X_y=True)
+    model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=500)).fit(x.astype(np.float32), y)
+    path = tmp_path / "sk.onnx"
+    path.write_bytes(to_onnx(model, x[:1].astype(np.float32), options={"zipmap": False}, target_opset=17).SerializeToString())
+    spec_in = TensorSpec("X", "FP32", (4,))
+    return ExportResult(str(path), "0" * 64, 17, [spec_in], [TensorSpec("probabilities", "FP32", (3,))], {}, "", 0)
+
+
+def _a_gpu_worker():
+    """What gpu_environment reports on a GPU worker with TensorRT (the facts, not an engine)."""
+    return {"gpu": "NVIDIA L4", "compute_capability": "8.9", "driver": "550.54", "tensorrt": "10.3.0"}, None
+
+
+def test_prefer_skips_an_ai_onnx_ml_graph_before_building_naming_its_operators(tmp_path) -> None:
+    spec = parse_spec({**BASE, "tensorrt": {"mode": "prefer"}})
+
+    def never(*args):  # noqa: ANN002
+        raise AssertionError("no build may be attempted for a graph TensorRT cannot parse")
+
+    result = build_plan(spec, _sklearn_export(tmp_path), Workspace("r", tmp_path), environment=_a_gpu_worker, build=never)
+    assert result.built is False
+    assert "ai.onnx.ml operators ['LinearClassifier', 'Normalizer', 'Scaler']" in result.reason or (
+        "ai.onnx.ml operators" in result.reason and "LinearClassifier" in result.reason and "Scaler" in result.reason)
+    assert "skipped before building" in result.reason and "ONNX model is served" in result.reason
+
+
+def test_require_refuses_an_ai_onnx_ml_graph_saying_why(tmp_path) -> None:
+    from model_release.errors import ExportError
+
+    spec = parse_spec({**BASE, "tensorrt": {"mode": "require"}})
+    with pytest.raises(ExportError, match=r"'require' but the ONNX graph uses ai.onnx.ml operators \[.*LinearClassifier"):
+        build_plan(spec, _sklearn_export(tmp_path), Workspace("r", tmp_path), environment=_a_gpu_worker)
+
+
+def test_a_parse_failure_under_prefer_falls_back_to_onnx_with_the_reason_in_the_manifest(tmp_path) -> None:
+    from model_release.errors import ExportError
+    from model_release.repository.manifest import build_manifest
+
+    spec = parse_spec({**BASE, "tensorrt": {"mode": "prefer"}})
+
+    def parser_refuses(spec, export, ws, env):  # noqa: ANN001 - what build_engine raises when the parser says no
+        raise ExportError(f"TensorRT could not parse {export.onnx_path}: In node 2 (importMatMul): UNSUPPORTED_NODE")
+
+    export = _mlp_export(tmp_path)
+    result = build_plan(spec, export, Workspace("r", tmp_path), environment=_a_gpu_worker, build=parser_refuses)
+    assert result.built is False and result.reason.startswith("fell back to ONNX: TensorRT could not parse")
+    assert result.environment["compute_capability"] == "8.9"
+    from model_release.types import IntakeResult
+
+    intake = IntakeResult("mlp", "1", None, None, "s", "onnx", str(tmp_path), export.inputs, export.outputs, "0" * 64)
+    (tmp_path / "rel").mkdir()
+    manifest = build_manifest(release_id="r", spec=spec, intake=intake, export=export, tensorrt=result, entry_model="mlp",
+                              load_order=["mlp"], models={"mlp": 1}, release_dir=tmp_path / "rel")
+    assert manifest["tensorrt"]["reason"].startswith("fell back to ONNX: TensorRT could not parse")
+    with pytest.raises(ExportError, match="could not parse"):
+        build_plan(parse_spec({**BASE, "tensorrt": {"mode": "require"}}), export, Workspace("r", tmp_path),
+                   environment=_a_gpu_worker, build=parser_refuses)
+
+
+def test_dynamic_non_batch_dims_take_their_range_from_the_spec(tmp_path) -> None:
+    from model_release.errors import SpecError
+    from model_release.tensorrt.decide import profile_shapes
+
+    tokens = [TensorSpec("ids", "INT64", (-1,)), TensorSpec("mask", "INT64", (-1,)), TensorSpec("lang", "INT64", (1,))]
+    without = parse_spec({**BASE, "tensorrt": {"mode": "prefer"}})
+    with pytest.raises(SpecError, match=r"input 'ids' has dynamic non-batch dimension\(s\) \[0\].*tensorrt.shapes.ids"):
+        profile_shapes(tokens, 8, without)
+    spec = parse_spec({**BASE, "tensorrt": {"mode": "prefer", "shapes": {
+        "ids": {"min": [1], "opt": [128], "max": [512]}, "mask": {"min": [1], "opt": [128], "max": [512]}}}})
+    assert profile_shapes(tokens, 8, spec) == {
+        "ids": ((1, 1), (4, 128), (8, 512)), "mask": ((1, 1), (4, 128), (8, 512)), "lang": ((1, 1), (4, 1), (8, 1))}
+    bad = parse_spec({**BASE, "tensorrt": {"mode": "prefer", "shapes": {"lang": {"min": [2], "opt": [2], "max": [2]}}}})
+    with pytest.raises(SpecError, match=r"dimension 0 of 'lang' is fixed at 1"):
+        profile_shapes(tokens[2:], 8, bad)
+    with pytest.raises(SpecError, match="tensorrt.shapes.*1 <= min <= opt <= max"):
+        parse_spec({**BASE, "tensorrt": {"shapes": {"ids": {"min": [4], "opt": [2], "max": [8]}}}})

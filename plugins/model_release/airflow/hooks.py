@@ -6,8 +6,9 @@
 - :class:`ModelStoreHook` (``aws_conn_id="aws_default"``): opens the model store with a boto3
   client built by the Amazon provider's S3Hook (so ``extra.endpoint_url``, roles and the standard
   AWS chain all work); ``file:///`` stores need no connection.
-- :class:`TritonCanaryHook` (``triton_conn_id="triton_canary"``): a remote canary's ``host:port``;
-  without the connection the canary starts an embedded local Triton.
+- :class:`TritonCanaryHook` (``triton_conn_id="triton_canary"``): a remote canary's ``host:port`` and
+  what it declares in the extra (object-store repository, GPU or CPU, TensorRT version, compute
+  capability); without the connection the canary starts an embedded local Triton.
 """
 
 from __future__ import annotations
@@ -91,16 +92,19 @@ class ModelStoreHook(BaseHook):
         super().__init__()
         self.aws_conn_id = aws_conn_id
 
+    def s3_client(self) -> Any:
+        """A boto3 S3 client from the connection (endpoint, role, keys), or the standard AWS chain without one."""
+        from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+
+        conn_id = self.aws_conn_id if _connection(self.aws_conn_id) is not None else None
+        return S3Hook(aws_conn_id=conn_id).get_conn()
+
     def open_store(self, uri: str) -> Any:
         from ..store import open_store
 
         if not uri.startswith("s3://"):
             return open_store(uri)
-        from airflow.providers.amazon.aws.hooks.s3 import S3Hook
-
-        conn_id = self.aws_conn_id if _connection(self.aws_conn_id) is not None else None
-        client = S3Hook(aws_conn_id=conn_id).get_conn()
-        return open_store(uri, s3_client=client)
+        return open_store(uri, s3_client=self.s3_client())
 
 
 class TritonCanaryHook(BaseHook):
@@ -118,3 +122,20 @@ class TritonCanaryHook(BaseHook):
         if conn is None or not conn.host:
             return None
         return f"{conn.host}:{conn.port or 8000}"
+
+    def remote(self) -> Any:
+        """The remote canary (:class:`~model_release.canary.remote.RemoteCanary`) the connection
+        describes, or None without one (the canary then starts an embedded local Triton).
+
+        The connection's host and port are Triton's HTTP endpoint; its extra says what the server
+        declares: ``repository`` (its object-store model repository, ``s3://BUCKET/PREFIX``),
+        ``gpu`` (false for a CPU Triton with the python backend only), ``tensorrt`` and
+        ``compute_capability`` (what TensorRT plans must have been built for).
+        """
+        from ..canary.remote import RemoteCanary
+
+        conn = _connection(self.triton_conn_id)
+        if conn is None or not conn.host:
+            return None
+        host = conn.host.removeprefix("http://")
+        return RemoteCanary.from_extra(f"{host}:{conn.port or 8000}", conn.extra_dejson or {})

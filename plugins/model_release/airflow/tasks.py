@@ -3,7 +3,10 @@
 A *release reference* (:class:`~model_release.pipeline.ReleaseRef`) is the small JSON dict that
 travels in XCom: the release id, where its workspace and spec are, the trigger's overrides, and
 each finished stage's facts under ``stages``. Stage results themselves live in the release
-workspace; a retried task finds them there.
+workspace; a retried task finds them there. With a workspace store (``$MODEL_RELEASE_WORKSPACE_STORE``
+or the ``workspace`` Param set to ``s3://BUCKET/PREFIX``) each task fetches the stage folders it
+reads and publishes its own before it returns (:mod:`model_release.workspace_mirror`), so the
+workers share no disk.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from ..errors import UserError
 from ..logs import quiet_wire_loggers
+from ..mlflow_env import check_tracking_uri
 from ..names import check_release_id
 from ..pipeline import ReleaseRef, Services, preflight
 from ..spec import load_spec
@@ -48,20 +52,59 @@ def no_retry_on_user_error(fn: F) -> F:
 
 HOME = Path(os.environ.get("MODEL_RELEASE_HOME", Path(__file__).resolve().parents[3]))
 
+#: the workspace store every worker publishes to when the deployment shares no disk
+WORKSPACE_STORE_ENV = "MODEL_RELEASE_WORKSPACE_STORE"
+
 
 def _services(ref: ReleaseRef, *, store: bool = False, triton: bool = False) -> Services:
     conns = ref.connections
+    canary = TritonCanaryHook(conns.get("triton_conn_id", TritonCanaryHook.default_conn_name)).remote() if triton else None
     return Services(
         tracking_uri=MlflowHook(conns.get("mlflow_conn_id", MlflowHook.default_conn_name)).tracking_uri(),
         open_store=ModelStoreHook(conns.get("aws_conn_id", ModelStoreHook.default_conn_name)).open_store if store else None,
-        triton_endpoint=TritonCanaryHook(conns.get("triton_conn_id", TritonCanaryHook.default_conn_name)).endpoint() if triton else None,
+        triton_endpoint=canary.url if canary else None,
+        canary=canary,
     )
 
 
+def _local_root() -> str:
+    """This worker's own workspace folder (no other worker needs to reach it when a store is set)."""
+    return os.environ.get("MODEL_RELEASE_WORKSPACE") or str(HOME / ".work" / "workspace")
+
+
+def _workspace(ref: ReleaseRef) -> Workspace:
+    """The release's workspace here: fetched from and published to the workspace store when there is one."""
+    from ..workspace_mirror import StoreMirror
+
+    hook = ModelStoreHook(ref.connections.get("aws_conn_id", ModelStoreHook.default_conn_name))
+    return ref.workspace(local_root=_local_root(),
+                         open_mirror=lambda uri: StoreMirror.open(uri, s3_client=hook.s3_client() if uri.startswith("s3://") else None))
+
+
+def _store_for(spec: Any, ref_connections: dict[str, str] | None = None) -> Any:
+    conns = ref_connections or {}
+    return ModelStoreHook(conns.get("aws_conn_id", ModelStoreHook.default_conn_name)).open_store(spec.promote.store)
+
+
 @no_retry_on_user_error
-def start(params: dict[str, Any], run_id: str, run_after: Any) -> dict[str, Any]:
-    """Validate the spec and the trigger's parameters, name the release (stable across retries) and
-    claim its workspace for this run; everything checkable is checked before anything is written."""
+def start(params: dict[str, Any], run_id: str, run_after: Any, *, run: dict[str, Any] | None = None,
+          scheduled: bool = False, is_active: Callable[[dict[str, Any]], bool] | None = None) -> dict[str, Any]:
+    """Validate the spec and the trigger's parameters, pin the candidate version and claim it; name the
+    release (stable across retries) and claim its workspace for this run.
+
+    A scheduled run (``scheduled``) first checks, cheaply, that the candidate is new to the channel
+    (neither released nor rejected; a rejected one only with ``force_retry``), and raises
+    :class:`AirflowSkipException` when it is not, touching nothing. Everything checkable is then
+    checked (:func:`~model_release.pipeline.preflight`, a release id another run's workspace holds
+    among it) before anything is written. Every run then claims the version in the channel's ledger
+    (:mod:`model_release.ledger`): a version another running run holds is skipped, so two runs never
+    release the same version. Last, the workspace is claimed for this run (``.owner``, in the
+    workspace store when there is one), so the run's own retries, on any worker, find it theirs.
+    """
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from .. import ledger
+
     spec_path = Path(params["spec"])
     if not spec_path.is_absolute():
         spec_path = HOME / spec_path
@@ -77,16 +120,47 @@ def start(params: dict[str, Any], run_id: str, run_after: Any) -> dict[str, Any]
     else:
         digest = hashlib.sha256(run_id.encode()).hexdigest()[:4]
         release_id = f"{spec.name}-{run_after:%Y%m%dT%H%M%SZ}-{digest}"
-    root = params.get("workspace") or os.environ.get("MODEL_RELEASE_WORKSPACE") or HOME / ".work" / "workspace"
-    ws = Workspace(release_id, Path(root).resolve())
+    run = {**(run or {}), "run_id": run_id, "code_digest": code_digest()}
+    store = _store_for(spec)
+    tracking_uri = MlflowHook().tracking_uri()
+    check_tracking_uri(tracking_uri)  # a bad URI is refused in one line before MLflow is asked anything
+    version = ledger.candidate_version(tracking_uri, spec.model.name, spec.model.alias, spec.model.version)
+    force = bool(params.get("force_retry", False))
+    if scheduled:
+        new, why = ledger.is_new(store, spec.promote.channel, spec.model.name, version)
+        rejected_only = not new and " rejected " in why
+        if not new and not (force and rejected_only):
+            raise AirflowSkipException(f"nothing to release: {why}")
+    workspace = params.get("workspace") or os.environ.get(WORKSPACE_STORE_ENV) or _local_root()
+    store_uri = workspace if workspace.startswith(("s3://", "file://")) else None
+    ref = ReleaseRef(
+        release_id=release_id, workspace_root=str(Path(_local_root() if store_uri else workspace).resolve()),
+        spec_path=str(spec_path), overrides={**overrides, "model.version": int(version)}, promote=promote,
+        model=f"models:/{spec.model.name}/{version}", workspace_store=store_uri, run=run,
+        claim={"channel": spec.promote.channel, "model": spec.model.name, "version": version},
+    )
+    ws = _workspace(ref)
     owner = f"airflow run {run_id}"  # the run's own retries (and a cleared run) find the workspace theirs
-    services = Services(tracking_uri=MlflowHook().tracking_uri(), open_store=ModelStoreHook().open_store)
-    preflight(spec, services, promote=promote, ws=ws, owner=owner)
+    preflight(spec, Services(tracking_uri=tracking_uri, open_store=lambda uri: store), promote=promote, ws=ws, owner=owner)
+    decision = ledger.claim(store, spec.promote.channel, spec.model.name, version, release_id=release_id, run=run,
+                            retry_rejected=force or not scheduled, retry_released=not scheduled,
+                            is_active=is_active or (lambda holder: True))
+    if not decision.go:
+        raise AirflowSkipException(f"nothing to release: {decision.reason}")
     ws.claim(owner)
-    return ReleaseRef(
-        release_id=release_id, workspace_root=str(Path(root).resolve()), spec_path=str(spec_path),
-        overrides=overrides, promote=promote, model=spec.model.uri,
-    ).to_dict()
+    return ref.to_dict()
+
+
+def code_digest() -> str:
+    """sha256 (first 16 hex) of the pipeline's code as this worker runs it: the model_release package
+    and the DAG files. Recorded with every release beside the DAG bundle's version, which a local
+    bundle does not have."""
+    h = hashlib.sha256()
+    package = Path(__file__).resolve().parents[1]
+    for path in sorted([*package.rglob("*.py"), *(HOME / "dags").glob("*.py"), *(HOME / "model_repository_template").rglob("*.j2")]):
+        h.update(path.as_posix().rsplit("/plugins/", 1)[-1].encode() + b"\0")
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
 
 
 @no_retry_on_user_error
@@ -94,7 +168,7 @@ def intake(data: dict[str, Any]) -> dict[str, Any]:
     from ..pipeline import run_intake
 
     ref = ReleaseRef.from_dict(data)
-    result = run_intake(ref.spec(), ref.workspace(), _services(ref))
+    result = run_intake(ref.spec(), _workspace(ref), _services(ref))
     return ref.after("intake", {"model": result.model_uri, "run_id": result.run_id, "digest": result.content_digest}).to_dict()
 
 
@@ -103,7 +177,7 @@ def export(data: dict[str, Any]) -> dict[str, Any]:
     from ..pipeline import run_export
 
     ref = ReleaseRef.from_dict(data)
-    ws = ref.workspace()
+    ws = _workspace(ref)
     result = run_export(ref.spec(), ws, _required(ws, "intake", IntakeResult))
     return ref.after("export", {"onnx_sha256": result.onnx_sha256, "cached": result.cached, "golden_rows": result.golden_rows}).to_dict()
 
@@ -113,7 +187,7 @@ def tensorrt(data: dict[str, Any]) -> dict[str, Any]:
     from ..pipeline import run_tensorrt
 
     ref = ReleaseRef.from_dict(data)
-    ws = ref.workspace()
+    ws = _workspace(ref)
     result = run_tensorrt(ref.spec(), ws, _required(ws, "export", ExportResult))
     return ref.after("tensorrt", {"built": result.built, "reason": result.reason, "plan_sha256": result.plan_sha256}).to_dict()
 
@@ -123,7 +197,7 @@ def assemble(data: dict[str, Any]) -> dict[str, Any]:
     from ..pipeline import run_assemble
 
     ref = ReleaseRef.from_dict(data)
-    ws = ref.workspace()
+    ws = _workspace(ref)
     result = run_assemble(
         ref.spec(), ws, _required(ws, "intake", IntakeResult), _required(ws, "export", ExportResult),
         ws.load_result("tensorrt", TensorRTResult),
@@ -136,7 +210,7 @@ def canary(data: dict[str, Any]) -> dict[str, Any]:
     from ..pipeline import run_canary
 
     ref = ReleaseRef.from_dict(data)
-    ws = ref.workspace()
+    ws = _workspace(ref)
     result = run_canary(
         ref.spec(), ws, _services(ref, store=True, triton=True), _required(ws, "intake", IntakeResult),
         _required(ws, "export", ExportResult), _required(ws, "repository", AssembleResult),
@@ -150,14 +224,86 @@ def promote(data: dict[str, Any]) -> dict[str, Any]:
     from ..pipeline import run_promote
 
     ref = ReleaseRef.from_dict(data)
-    ws = ref.workspace()
+    ws = _workspace(ref)
     if not ref.promote:
         return ref.after("promote", {}).to_dict()
     result = run_promote(
         ref.spec(), ws, _services(ref, store=True), _required(ws, "export", ExportResult),
-        _required(ws, "repository", AssembleResult), _required(ws, "canary", CanaryResult),
+        _required(ws, "repository", AssembleResult), _required(ws, "canary", CanaryResult), run=_run_record(ref),
     )
     return ref.after("promote", result.to_dict()).to_dict()
+
+
+def _run_record(ref: ReleaseRef) -> dict[str, Any]:
+    """The run that made the release, for its manifest: the start task's facts, and this task's own
+    bundle version and code digest when they differ (a run can pick up changed code mid-run)."""
+    record = dict(ref.run)
+    here = code_digest()
+    if here != record.get("code_digest"):
+        record["promote_code_digest"] = here
+    return record
+
+
+def finish(data: dict[str, Any] | None, *, nothing_new: str | None = None) -> dict[str, Any]:
+    """Settle the run's claim in the channel's ledger: released, rejected (a gate or a user error) or failed.
+
+    Runs after every other task, whatever they did (``trigger_rule="all_done"``); skips when the
+    run claimed nothing (a scheduled run with nothing new, ``nothing_new`` the reason start gave). It
+    fails (so the DAG run does) when start failed or the release was rejected or failed: it is the
+    run's last task, and its state is the run's.
+    """
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from .. import ledger
+    from ..types import PromoteResult
+    from ..workspace import STAGES
+
+    if not data:
+        if nothing_new:
+            raise AirflowSkipException(f"this run claimed no model version ({nothing_new}): nothing to record")
+        # start failed (a bad spec or Param, MLflow or the store unreachable): the run must fail too
+        raise AirflowFailException("the start task failed, so this run claimed and released nothing; its log says why")
+    if not (data.get("claim") or {}).get("version"):
+        raise AirflowSkipException("this run claimed no model version: nothing to record")
+    ref = ReleaseRef.from_dict(data)
+    ws = _workspace(ref)
+    errors = {stage: err for stage in STAGES if (err := ws.load_error(stage)) is not None}
+    promoted = ws.load_result("promote", PromoteResult) is not None
+    state, reason = ledger.verdict_of(errors, promoted, promote_asked=ref.promote)
+    spec = ref.spec()
+    store = _store_for(spec, ref.connections)
+    claim = ref.claim
+    if state is None:
+        ledger.release(store, claim["channel"], claim["model"], claim["version"], release_id=ref.release_id)
+        return {"state": "unclaimed", "reason": reason}
+    entry = ledger.settle(store, claim["channel"], claim["model"], claim["version"], release_id=ref.release_id,
+                          run=ref.run, state=state, reason=reason)
+    if state != ledger.RELEASED:  # the run's state says what happened to the release, not that bookkeeping worked
+        raise AirflowFailException(f"release {ref.release_id} of {claim['model']} v{claim['version']} {state}: {reason}"
+                                   + ("" if entry is not None else " (the ledger entry belongs to another run now)"))
+    return {"state": state, "reason": reason, "recorded": entry is not None}
+
+
+@no_retry_on_user_error
+def rollback(params: dict[str, Any]) -> dict[str, Any]:
+    """Move a channel's pointer back (to ``to_release``, default the previous release) and the MLflow alias with it."""
+    from ..store import rollback as store_rollback
+    from ..store.registry import MlflowFollower
+
+    spec_path = Path(params["spec"])
+    if not spec_path.is_absolute():
+        spec_path = HOME / spec_path
+    spec = load_spec(spec_path)
+    channel = params.get("channel") or spec.promote.channel
+    store = _store_for(spec)
+    follower = None
+    alias = spec.promote.mlflow_alias
+    if alias:
+        tracking_uri = MlflowHook().tracking_uri()
+        check_tracking_uri(tracking_uri)  # refused before the pointer moves, as the CLI's rollback does
+        follower = MlflowFollower(tracking_uri, alias=alias)
+    result = store_rollback(store, channel, params.get("to_release") or None, follower=follower)
+    return {**result.to_dict(), "store": spec.promote.store}
 
 
 def _required(ws: Workspace, stage: str, cls: type) -> Any:
@@ -166,7 +312,8 @@ def _required(ws: Workspace, stage: str, cls: type) -> Any:
         from ..errors import InfraError
 
         raise InfraError(
-            f"the {stage} result of release {ws.release_id} is not in the workspace {ws.path}; "
-            f"every worker must reach the same workspace (set MODEL_RELEASE_WORKSPACE), or clear and rerun the {stage} task"
+            f"the {stage} result of release {ws.release_id} is not in the workspace {ws!r}; the {stage} task did not "
+            f"publish it (set {WORKSPACE_STORE_ENV} on every worker when they share no disk, or MODEL_RELEASE_WORKSPACE "
+            f"to a folder they all mount), or clear and rerun the {stage} task"
         )
     return result

@@ -1,6 +1,8 @@
 """The canary stage: serve the candidate beside the production champion and judge the model as served.
 
-On the embedded setup (``endpoint=None``) the assembled repository is copied to
+With ``remote`` (a canary Triton started separately, sharing no disk) the models are delivered
+by :mod:`.remote`: pushed through the load API, or staged in the server's object-store repository
+for ensembles, and taken back afterwards. On the embedded setup (``endpoint=None``) the assembled repository is copied to
 ``<workspace>/canary/repository`` with every ONNX leaf shimmed (:mod:`.shim`) and served by a
 :class:`~model_release.local.triton.LocalTriton` started for this run. With an ``endpoint`` the
 canary uses that Triton as it is: it must run in explicit model-control mode with the assembled
@@ -43,6 +45,7 @@ from .client import ReplayResult, TritonHttpClient, replay
 from .contract import breaks, contract_of
 from .load import paired_ratios as load_paired
 from .report import CanaryReport, verdict, write_reports
+from .remote import Delivery, RemoteCanary, check_plans
 from .server import CanaryServer
 from .shim import prepare_canary_repository
 
@@ -82,9 +85,17 @@ def _load_npz(path: str, what: str) -> dict[str, np.ndarray]:
 
 @contextlib.contextmanager
 def _triton(spec: ReleaseSpec, assembled: AssembleResult, folder: Path, endpoint: str | None,
-            champion: Champion) -> Iterator[tuple[str, dict[str, Any], Callable[[], str | None]]]:
+            champion: Champion, remote: RemoteCanary | None = None,
+            ) -> Iterator[tuple[str, dict[str, Any], Callable[[], str | None]]]:
     """Yield (url, server facts, alive): a LocalTriton on a shimmed copy (the champion's models beside
-    the candidate's), or the given endpoint. ``alive()`` is None while the server runs, else why not."""
+    the candidate's), the remote canary (models delivered by :mod:`.remote`), or the given endpoint.
+    ``alive()`` is None while the server runs, else why not."""
+    if remote is not None:
+        yield remote.url.removeprefix("http://"), {
+            "mode": "remote", "url": remote.url, "description": remote.describe(), "shimmed_models": [],
+            "repository": remote.repository or "none (models pushed through the load API)",
+        }, lambda: None
+        return
     if endpoint is not None:
         yield endpoint.removeprefix("http://"), {
             "mode": "endpoint", "url": endpoint, "description": "remote Triton, backends as deployed", "shimmed_models": [],
@@ -126,6 +137,8 @@ def run_canary(
     endpoint: str | None = None,
     find_champion: ChampionFinder | None = None,
     record: Recorder | None = None,
+    remote: RemoteCanary | None = None,
+    open_store: Callable[[str], Any] | None = None,
 ) -> CanaryResult:
     """Run the canary gate on an assembled repository and write its report.
 
@@ -139,6 +152,8 @@ def run_canary(
         find_champion: finds the production champion (given a folder to fetch it into); None judges
             the candidate alone (the change gates are skipped, and the report says so).
         record: called with the closed report (pass or reject), e.g. to log the served metrics to MLflow.
+        remote: a canary Triton started separately that shares no disk (:mod:`.remote`); takes the place
+            of ``endpoint``. ``open_store`` opens its object-store repository with the task's credentials.
 
     Returns:
         The verdict, the report paths, the figures and the champion it was judged against.
@@ -164,7 +179,7 @@ def run_canary(
         NONE, spec.promote.channel, reason="the canary ran without a champion finder (no store or MLflow given)")
     report.champion = champion.describe()
     try:
-        replays = _serve_and_replay(spec, assembled, export, golden, champion, folder, endpoint, report)
+        replays = _serve_and_replay(spec, assembled, export, golden, champion, folder, endpoint, report, remote, open_store)
         passed, reasons = _judge(spec, assembled, golden, replays, champion, report)
     except UserError as exc:  # the candidate's (or the spec's) fault: the report says why before the error goes up
         if report.closed:
@@ -213,21 +228,32 @@ def _acknowledgements(spec: ReleaseSpec) -> list[dict[str, Any]]:
 
 def _serve_and_replay(
     spec: ReleaseSpec, assembled: AssembleResult, export: ExportResult, golden: _Golden, champion: Champion,
-    folder: Path, endpoint: str | None, report: CanaryReport,
+    folder: Path, endpoint: str | None, report: CanaryReport, remote: RemoteCanary | None = None,
+    open_store: Callable[[str], Any] | None = None,
 ) -> _Replays:
     """Start (or reach) the Triton, load candidate and champion in dependency order, replay both."""
     order = list(assembled.load_order)
     if assembled.entry_model not in order:
         order.append(assembled.entry_model)
-    with _triton(spec, assembled, folder, endpoint, champion) as (url, server_facts, alive):
+    with _triton(spec, assembled, folder, endpoint, champion, remote) as (url, server_facts, alive):
         report.server = server_facts
         server = CanaryServer(url, ready_timeout=spec.canary.ready_timeout_s)
         pushed: list[str] = []
+        delivery = Delivery(server, remote, open_store or _no_store, folder / "delivered") if remote is not None else None
         try:
             meta = server.metadata()
             server_facts.update({"name": meta.get("name"), "version": meta.get("version")})
             report.load = {"order": order}
-            loaded = server.load(order)
+            if delivery is not None:  # a plan the canary cannot run is refused before anything loads
+                check_plans(Path(assembled.repository_dir), order, _manifest(assembled.manifest_path).get("tensorrt"),
+                            delivery.canary, whose="the candidate")
+                if champion.kind == SERVED and champion.repository is not None:
+                    check_plans(champion.repository, champion.load_order, (champion.manifest or {}).get("tensorrt"),
+                                delivery.canary, whose=f"the champion {champion.name}")
+                delivery.clear()
+                loaded = delivery.load(delivery.prepare(Path(assembled.repository_dir), "candidate"), order)
+            else:
+                loaded = server.load(order)
             report.load = {"order": loaded.order, "versions": loaded.versions, "seconds": loaded.seconds}
             server_facts["models_loaded"] = dict(loaded.versions)
             candidate = _replay_entry(spec, server, url, assembled.entry_model, golden, export, report)
@@ -235,16 +261,33 @@ def _serve_and_replay(
             if champion.kind == SERVED:
                 pushed = champion.load_order
                 replays.champion, replays.champion_skipped = _replay_champion(
-                    spec, server, url, champion, golden, endpoint, report)
+                    spec, server, url, champion, golden, endpoint, report, delivery)
             if spec.canary.load.enabled:
                 replays.load = _under_load(spec, server, url, assembled, champion, replays, golden, folder, alive, report)
             return replays
         finally:
-            if alive() is None:  # a dead server (its stubs may still hold the sockets) is not asked anything
+            if delivery is not None:
+                server_facts.update(delivery.facts(), cleanup=delivery.close())
+            elif alive() is None:  # a dead server (its stubs may still hold the sockets) is not asked anything
                 if endpoint is not None:
                     server.unload(order)
                 server.unload(pushed)
             server.close()
+
+
+def _no_store(uri: str) -> Any:
+    from ..store import open_store
+
+    return open_store(uri)
+
+
+def _manifest(path: str) -> dict[str, Any]:
+    import json
+
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 def _replay_entry(spec: ReleaseSpec, server: CanaryServer, url: str, name: str, golden: _Golden, export: ExportResult,
@@ -269,7 +312,7 @@ def _replay_entry(spec: ReleaseSpec, server: CanaryServer, url: str, name: str, 
 
 def _replay_champion(
     spec: ReleaseSpec, server: CanaryServer, url: str, champion: Champion, golden: _Golden,
-    endpoint: str | None, report: CanaryReport,
+    endpoint: str | None, report: CanaryReport, delivery: Delivery | None = None,
 ) -> tuple[ReplayResult | None, str | None]:
     """Load the champion beside the candidate and replay the same rows through it.
 
@@ -278,7 +321,10 @@ def _replay_champion(
     """
     assert champion.repository is not None
     try:
-        loaded = server.load(champion.load_order) if endpoint is None else server.push(champion.repository, champion.load_order)
+        if delivery is not None:
+            loaded = delivery.load(delivery.prepare(champion.repository, "champion"), champion.load_order)
+        else:
+            loaded = server.load(champion.load_order) if endpoint is None else server.push(champion.repository, champion.load_order)
     except CanaryRejected as exc:  # not the candidate's fault, but nothing unjudged ships
         raise CanaryRejected(
             f"the production champion {champion.name} could not be loaded beside the candidate, so the candidate "

@@ -95,13 +95,15 @@ class LocalTriton:
     """A tritonserver process bound to 127.0.0.1 on free ports, as a context manager.
 
     Args:
-        model_repository: the folder Triton serves (``--model-repository``).
+        model_repository: the folder Triton serves (``--model-repository``), or an object-store
+            repository Triton reads itself (``s3://HOST:PORT/BUCKET/PREFIX``; credentials from ``env``).
         runtime_venv: the venv holding nvidia-pytriton, numpy<2 and onnxruntime.
         work_dir: where the server's binary, backends and log go; a temporary folder (removed on
             exit) when None.
         ready_timeout: seconds to wait for ``/v2/health/ready`` before giving up.
         model_control: ``explicit`` (load through the repository API), ``none`` or ``poll``.
         log_path: the server log; ``<work_dir>/tritonserver.log`` when None.
+        env: extra environment for the server (``AWS_ACCESS_KEY_ID``... for an S3 repository).
 
     Raises:
         ServiceUnavailable: the runtime venv is missing, the server exits early or is not ready in time
@@ -110,7 +112,7 @@ class LocalTriton:
 
     def __init__(
         self,
-        model_repository: Path,
+        model_repository: Path | str,
         *,
         runtime_venv: Path = DEFAULT_RUNTIME_VENV,
         work_dir: Path | None = None,
@@ -118,10 +120,13 @@ class LocalTriton:
         model_control: str = "explicit",
         log_path: Path | None = None,
         exit_timeout: float = 15,
+        env: dict[str, str] | None = None,
     ) -> None:
         if model_control not in ("explicit", "none", "poll"):
             raise ValueError(f"model_control {model_control!r} is not valid; valid: explicit, none, poll")
-        self.model_repository = Path(model_repository).resolve()
+        remote = isinstance(model_repository, str) and model_repository.startswith("s3://")
+        self.model_repository: Path | str = model_repository if remote else Path(model_repository).resolve()
+        self.extra_env = dict(env or {})
         self.runtime_venv = Path(runtime_venv)
         self._own_work_dir = work_dir is None
         self.work_dir = Path(work_dir) if work_dir is not None else None
@@ -187,7 +192,7 @@ class LocalTriton:
 
     def start(self) -> None:
         """Lay out the server folder, launch tritonserver and wait until it is ready."""
-        if not self.model_repository.is_dir():
+        if isinstance(self.model_repository, Path) and not self.model_repository.is_dir():
             raise ServiceUnavailable(
                 f"local triton: model repository {str(self.model_repository)!r} is not a folder", stage="canary"
             )
@@ -241,6 +246,7 @@ class LocalTriton:
         env["LD_LIBRARY_PATH"] = os.pathsep.join(libs)
         env["PATH"] = os.pathsep.join([str(self.runtime_venv.resolve() / "bin"), env.get("PATH", "")])
         env["VIRTUAL_ENV"] = str(self.runtime_venv.resolve())
+        env.update(self.extra_env)
         for var in ("PYTHONPATH", "PYTHONHOME"):  # the pipeline's must not leak into the stub
             env.pop(var, None)
         return env

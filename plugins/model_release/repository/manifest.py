@@ -9,7 +9,8 @@ Format version 1::
                     labels: [names] | null, classes: [native class values] | null,
                     calls: {model: [the models it calls: ensemble steps, BLS targets]}},
      "files": {"models/<model>/<version>/model.onnx": {"sha256": ..., "size": ...}, ...},
-     "canary": null | {...}}
+     "canary": null | {...},
+     "run": {dag_id, run_id, run_type, bundle_name, bundle_version, code_digest}   (when an Airflow run made it)}
 
 ``canary`` is filled at promote time by :func:`finalize_manifest`, which also re-hashes the files.
 """
@@ -107,8 +108,10 @@ def write_manifest(path: str | Path, manifest: dict[str, Any]) -> None:
     atomic_write_json(path, manifest)
 
 
-def finalize_manifest(manifest_path: str | Path, release_dir: str | Path, canary: dict[str, Any]) -> dict[str, Any]:
-    """Add the canary verdict and re-hash every file under ``release_dir`` but the manifest.
+def finalize_manifest(manifest_path: str | Path, release_dir: str | Path, canary: dict[str, Any],
+                      run: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Add the canary verdict (and the run that made the release, when given) and re-hash every
+    file under ``release_dir`` but the manifest.
 
     Returns:
         The manifest as written.
@@ -116,6 +119,8 @@ def finalize_manifest(manifest_path: str | Path, release_dir: str | Path, canary
     path, root = Path(manifest_path).resolve(), Path(release_dir).resolve()
     manifest = json.loads(path.read_text(encoding="utf-8"))
     manifest["canary"] = canary
+    if run is not None:
+        manifest["run"] = run
     own = path.relative_to(root).as_posix() if path.is_relative_to(root) else MANIFEST_NAME
     manifest["files"] = hash_tree(root, exclude=frozenset({own}))
     write_manifest(path, manifest)

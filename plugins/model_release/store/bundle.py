@@ -19,7 +19,8 @@ from .layout import MANIFEST
 
 
 def bundle_release(
-    dest: Path, *, repository_dir: str, manifest_path: str, reports: Iterable[str | None], canary: dict[str, Any]
+    dest: Path, *, repository_dir: str, manifest_path: str, reports: Iterable[str | None], canary: dict[str, Any],
+    run: dict[str, Any] | None = None,
 ) -> Path:
     """Lay out ``dest`` as ``models/``, ``reports/`` and ``release.json`` (final).
 
@@ -29,6 +30,7 @@ def bundle_release(
         manifest_path: the assembled manifest.
         reports: files for ``reports/``; missing or empty entries are left out.
         canary: the canary's verdict for the manifest's ``canary`` section.
+        run: the run that made the release (the manifest's ``run`` section), when known.
 
     Returns:
         ``dest``.
@@ -40,5 +42,5 @@ def bundle_release(
         if path and Path(path).is_file():
             shutil.copy2(path, folder / Path(path).name)
     shutil.copy2(manifest_path, dest / MANIFEST)
-    finalize_manifest(dest / MANIFEST, dest, canary=canary)
+    finalize_manifest(dest / MANIFEST, dest, canary=canary, run=run)
     return dest

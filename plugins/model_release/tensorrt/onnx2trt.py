@@ -23,6 +23,7 @@ from ..parity import compare, raise_if_failed
 from ..spec import ReleaseSpec
 from ..types import ExportResult, TensorRTResult
 from ..workspace import Workspace, atomic_write_bytes, sha256_file
+from .decide import Profile, profile_shapes
 
 log = logging.getLogger(__name__)
 
@@ -60,10 +61,10 @@ def build_and_check(spec: ReleaseSpec, export: ExportResult, ws: Workspace, env:
     out_dir = ws.stage_dir("tensorrt", fresh=True)
     plan_path = out_dir / "model.plan"
     max_batch = max(1, spec.repository.max_batch_size)
-    shapes = {t.name: tuple(t.dims) for t in export.inputs}
-    plan = build_engine(Path(export.onnx_path), shapes, max_batch, spec.tensorrt.precision, spec.tensorrt.workspace_mb)
+    profile = profile_shapes(export.inputs, max_batch, spec)
+    plan = build_engine(Path(export.onnx_path), profile, spec.tensorrt.precision, spec.tensorrt.workspace_mb)
     atomic_write_bytes(plan_path, plan)
-    (out_dir / "reproduce.sh").write_text(_trtexec_command(export.onnx_path, plan_path, shapes, max_batch, spec.tensorrt.precision) + "\n")
+    (out_dir / "reproduce.sh").write_text(_trtexec_command(export.onnx_path, plan_path, profile, spec.tensorrt.precision) + "\n")
 
     with np.load(export.golden_path, allow_pickle=False) as golden:
         inputs = {k: golden[k][:max_batch] for k in golden.files}
@@ -80,8 +81,12 @@ def build_and_check(spec: ReleaseSpec, export: ExportResult, ws: Workspace, env:
     )
 
 
-def build_engine(onnx_path: Path, input_dims: dict[str, tuple[int, ...]], max_batch: int, precision: str, workspace_mb: int) -> bytes:
-    """Parse the ONNX file and build a serialized engine with one profile covering batch 1..max_batch."""
+def build_engine(onnx_path: Path, profile_shapes: Profile, precision: str, workspace_mb: int) -> bytes:
+    """Parse the ONNX file and build a serialized engine with one profile (:func:`~.decide.profile_shapes`).
+
+    Raises:
+        ExportError: the parser refused the graph, or the builder produced no engine.
+    """
     import tensorrt as trt  # noqa: PLC0415
 
     logger = trt.Logger(trt.Logger.WARNING)
@@ -97,9 +102,8 @@ def build_engine(onnx_path: Path, input_dims: dict[str, tuple[int, ...]], max_ba
     if flag:
         config.set_flag(getattr(trt.BuilderFlag, flag))
     profile = builder.create_optimization_profile()
-    for name, dims in input_dims.items():
-        fixed = tuple(d if d > 0 else 1 for d in dims)
-        profile.set_shape(name, (1, *fixed), (max(1, max_batch // 2), *fixed), (max_batch, *fixed))
+    for name, (lo, mid, hi) in profile_shapes.items():
+        profile.set_shape(name, lo, mid, hi)
     config.add_optimization_profile(profile)
     plan = builder.build_serialized_network(network, config)
     if plan is None:
@@ -148,12 +152,12 @@ def _onnxruntime_outputs(onnx_path: str, inputs: dict[str, np.ndarray]) -> dict[
     return dict(zip(names, session.run(names, inputs), strict=True))
 
 
-def _trtexec_command(onnx_path: str, plan_path: Path, shapes: dict[str, tuple[int, ...]], max_batch: int, precision: str) -> str:
-    def fmt(batch: int) -> str:
-        return ",".join(f"{n}:{'x'.join(str(d) for d in (batch, *(d if d > 0 else 1 for d in dims)))}" for n, dims in shapes.items())
+def _trtexec_command(onnx_path: str, plan_path: Path, profile: Profile, precision: str) -> str:
+    def fmt(i: int) -> str:
+        return ",".join(f"{n}:{'x'.join(str(d) for d in shapes[i])}" for n, shapes in profile.items())
 
-    parts = ["trtexec", f"--onnx={onnx_path}", f"--saveEngine={plan_path}", f"--minShapes={fmt(1)}",
-             f"--optShapes={fmt(max(1, max_batch // 2))}", f"--maxShapes={fmt(max_batch)}"]
+    parts = ["trtexec", f"--onnx={onnx_path}", f"--saveEngine={plan_path}", f"--minShapes={fmt(0)}",
+             f"--optShapes={fmt(1)}", f"--maxShapes={fmt(2)}"]
     if precision != "fp32":
         parts.append(f"--{precision}")
     return " ".join(shlex.quote(p) for p in parts)

@@ -1,0 +1,52 @@
+"""Roll a channel back: the pointer and the MLflow alias return to an earlier verified release."""
+
+from __future__ import annotations
+
+from airflow.sdk import DAG, Param, get_current_context, task
+
+from model_release.airflow.dags import channel_asset
+from model_release.names import RELEASE_ID, anchored
+
+PRODUCTION = channel_asset("production")
+
+DOC = """
+### Roll back a channel
+
+Moves the channel's pointer in the model store back to `to_release` (default: the release promoted
+before the current one that was not itself rolled back from and still verifies), with a
+conditional write, and moves the MLflow alias (`promote.mlflow_alias` of the spec) to that
+release's model version. The store and channel come from the spec; `channel` overrides it.
+A rollback of `production` emits an event on its Asset with `action: rollback`.
+"""
+
+with DAG(
+    dag_id="model_release_rollback",
+    description="Move a channel's pointer and MLflow alias back to an earlier release",
+    doc_md=DOC,
+    schedule=None,
+    catchup=False,
+    max_active_runs=1,
+    tags=["model-release", "rollback"],
+    params={
+        "spec": Param("releases/iris.yaml", type="string", minLength=1, description="the spec whose store and alias to use"),
+        "channel": Param(None, type=["null", "string"], pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,63}$",
+                         description="the channel (default: the spec's promote.channel)"),
+        "to_release": Param(None, type=["null", "string"], pattern=anchored(RELEASE_ID),
+                            description="the release to return to (default: the previous one)"),
+    },
+) as dag:
+
+    @task(outlets=[PRODUCTION], retries=1)
+    def rollback() -> dict:
+        from model_release.airflow import tasks
+
+        ctx = get_current_context()
+        result = tasks.rollback(dict(ctx["params"]))
+        if result["channel"] == "production":
+            ctx["outlet_events"][PRODUCTION].extra = {
+                "action": "rollback", "release_id": result["to_release"], "previous_release": result["from_release"],
+                "store": result["store"], "channel": result["channel"],
+            }
+        return result
+
+    rollback()

@@ -1,0 +1,76 @@
+"""One scheduled release DAG per spec in ``releases/``: ``model_release__<spec name>``.
+
+Generated cheaply at parse time: each spec is read as YAML and validated (no model, MLflow or
+store is touched), and a spec that does not parse becomes no DAG (its error is logged; the manual
+DAG refuses it with the full message). The schedule is the spec's ``schedule``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+from airflow.sdk import DAG, Param
+
+from model_release.airflow.dags import build_release_dag
+from model_release.errors import SpecError
+from model_release.spec import load_spec, schedule_value
+
+log = logging.getLogger(__name__)
+
+HOME = Path(os.environ.get("MODEL_RELEASE_HOME", Path(__file__).resolve().parents[1]))
+RELEASES = Path(os.environ.get("MODEL_RELEASE_SPECS", HOME / "releases"))
+
+DOC = """
+### Scheduled release of `{spec}`
+
+Every `{schedule}`, looks at what `{model}` names now and releases it when it is **new to channel
+`{channel}`**: the first task resolves the alias (one MLflow call) and reads the channel's ledger and
+pointer (two reads from `{store}`). When the version was released, rejected, or is being released
+by another run, the run ends with every task **skipped**, and nothing else is touched.
+
+* A version rejected once (a gate refused it) is not tried again by the schedule; trigger this DAG
+  with `force_retry: true` to try it again.
+* Two runs never release the same version: the first task claims it in the ledger with a
+  conditional write, and `finish` records released / rejected / failed.
+* Otherwise the same tasks as the manual `model_release` DAG, whose description says more.
+"""
+
+
+def _dag_for(path: Path) -> DAG | None:
+    try:
+        spec = load_spec(path)
+    except SpecError as exc:
+        log.error("no scheduled DAG for %s: %s", path, exc)
+        return None
+    with DAG(
+        dag_id=f"model_release__{spec.name}",
+        description=f"Scheduled release of {spec.model.uri} to channel {spec.promote.channel}",
+        doc_md=DOC.format(spec=path.name, schedule=spec.schedule or "trigger (no schedule in the spec)",
+                          model=spec.model.uri, channel=spec.promote.channel, store=spec.promote.store),
+        schedule=schedule_value(spec.schedule),
+        start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+        catchup=False,
+        max_active_runs=1,
+        tags=["model-release", "scheduled", spec.name],
+        params={
+            "spec": Param(str(path.relative_to(HOME)) if path.is_relative_to(HOME) else str(path), type="string",
+                          const=str(path.relative_to(HOME)) if path.is_relative_to(HOME) else str(path),
+                          description="this DAG's spec (fixed)"),
+            "force_retry": Param(False, type="boolean",
+                                 description="try again a version this channel rejected before"),
+            "workspace": Param(None, type=["null", "string"], minLength=1,
+                               description="s3://BUCKET/PREFIX (workers share no disk) or a folder every worker mounts"),
+        },
+    ) as dag:
+        build_release_dag(dag, channel=spec.promote.channel, scheduled=True)
+    return dag
+
+
+for _path in sorted(RELEASES.glob("*.yaml")):
+    _dag = _dag_for(_path)
+    if _dag is not None:
+        globals()[_dag.dag_id] = _dag
+del _path, _dag
