@@ -114,9 +114,11 @@ def test_measure_alternates_targets_stops_when_stable_and_closes_every_connectio
 
 
 def test_measure_stops_at_the_budget_and_says_it_did_not_settle() -> None:
-    class Drifting(Requester):  # 1 ms in one window, 11 ms in the next: p50 never settles
+    start = time.monotonic()
+
+    class Drifting(Requester):  # latency doubles every 0.15 s: no two windows' p50 agree within 1%, however busy the machine
         def send(self, batch: int) -> None:
-            time.sleep((1 + 10 * (int(time.monotonic() / 0.15) % 2)) / 1e3)
+            time.sleep(1e-3 * 2 ** ((time.monotonic() - start) / 0.15))
 
     runner = LoadRunner(lambda t: Drifting(), concurrency=2, batch_rows=1)
     try:
