@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import onnx
 import pytest
@@ -65,6 +67,16 @@ def test_require_without_gpu_stops_the_release(tmp_path) -> None:
     with pytest.raises(GpuUnavailable) as err:
         build_plan(spec, _mlp_export(tmp_path), Workspace("r", tmp_path))
     assert "queue 'gpu'" in str(err.value) and "prefer" in str(err.value)
+
+
+def test_a_module_named_tensorrt_that_is_not_tensorrt_counts_as_not_installed(monkeypatch) -> None:
+    import types
+
+    monkeypatch.setitem(sys.modules, "tensorrt", types.ModuleType("tensorrt"))  # e.g. a tests/tensorrt package on sys.path
+    env, missing = gpu_environment()
+    assert "tensorrt" not in env
+    assert missing in ("no NVIDIA GPU is visible (nvidia-smi found none)",
+                       "the tensorrt Python package is not installed on this worker")
 
 
 def test_reproduce_command_names_the_profile() -> None:

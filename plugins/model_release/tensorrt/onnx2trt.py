@@ -45,10 +45,11 @@ def gpu_environment() -> tuple[dict[str, str], str | None]:
             env["nvidia_smi_error"] = str(exc)[:200]
     try:
         import tensorrt as trt  # noqa: PLC0415
-
-        env["tensorrt"] = trt.__version__
     except ImportError:
-        pass
+        trt = None
+    version = getattr(trt, "__version__", None)
+    if isinstance(version, str):  # a module named tensorrt that is not TensorRT (a tests/tensorrt package on sys.path) has none
+        env["tensorrt"] = version
     if "gpu" not in env:
         return env, "no NVIDIA GPU is visible (nvidia-smi found none)"
     if "tensorrt" not in env:
