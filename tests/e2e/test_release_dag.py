@@ -1,7 +1,15 @@
 """The whole release DAG on real components: MLflow (SQLite), the moto S3 server, the local Triton, Airflow.
 
-Two releases run through ``airflow dags test``; then the store is read back over HTTP and checked
-against the manifest, the canary report and MLflow's aliases.
+Two releases run as ``airflow dags test`` runs them (``dag.test()``); then the store is read back
+over HTTP and checked against the manifest, the canary report and MLflow's aliases. Then the spec's
+scheduled DAG: a run with nothing new, a rejected version and a run after it, and a rollback. These
+runs share one Airflow process (:meth:`EmbeddedStack.dag_session`), which pays Airflow's start-up
+once instead of per run (about 25 s each on two cores); bad input goes through the
+``airflow dags test`` command itself.
+
+The spec is releases/iris.yaml without the canary's load phase, tuning and expectations
+(tests/dag_spec.py): these tests are about Airflow, not latency. Its folder is the one the scheduled
+DAGs are generated from (``MODEL_RELEASE_SPECS``).
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ import pytest
 from model_release.demo import train_iris
 from model_release.workspace import new_release_id
 
+from ..dag_spec import write_dag_spec
 from .conftest import StoreView
 
 pytestmark = [pytest.mark.integration, pytest.mark.dags, pytest.mark.slow]
@@ -22,12 +31,27 @@ pytestmark = [pytest.mark.integration, pytest.mark.dags, pytest.mark.slow]
 SECRET = "moto-local-secret"
 
 
-@pytest.mark.timeout(1800)  # two releases, each with the canary's load phase and tuning, on 2 cores
-def test_two_releases_through_the_dag(stack) -> None:
+@pytest.fixture(scope="module", autouse=True)
+def spec(tmp_path_factory):
+    """The DAG tests' spec, and its folder as the one the scheduled DAGs are generated from."""
+    path = write_dag_spec(tmp_path_factory.mktemp("specs"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MODEL_RELEASE_SPECS", str(path.parent))  # the stack's `airflow dags test` inherits it
+        yield str(path)
+
+
+@pytest.fixture(scope="module")
+def dags(stack, spec):
+    """One Airflow process for the module's DAG runs (started after MODEL_RELEASE_SPECS is set)."""
+    with stack.dag_session() as session:
+        yield session
+
+
+def test_two_releases_through_the_dag(stack, dags, spec) -> None:
     store = StoreView(stack, "iris")
     first_version = train_iris(stack.tracking_uri, c=1.0)
     first = new_release_id("iris")
-    run = stack.run_dag({"spec": "releases/iris.yaml", "release_id": first})
+    run = dags.run({"spec": spec, "release_id": first})
     assert run.returncode == 0, run.output[-5000:]
 
     pointer = store.json("channels/production.json")
@@ -59,7 +83,7 @@ def test_two_releases_through_the_dag(stack) -> None:
     # a better retrain: the canary serves it beside the first release, fetched from the store, and judges both
     second_version = train_iris(stack.tracking_uri, c=10.0)
     second = new_release_id("iris")
-    run2 = stack.run_dag({"spec": "releases/iris.yaml", "release_id": second, "workspace": "s3://model-store/workspaces"})
+    run2 = dags.run({"spec": spec, "release_id": second, "workspace": "s3://model-store/workspaces"})
     assert run2.returncode == 0, run2.output[-5000:]
     pointer = store.json("channels/production.json")
     assert pointer["release_id"] == second
@@ -102,8 +126,7 @@ def test_two_releases_through_the_dag(stack) -> None:
 DONE: dict[str, str] = {}
 
 
-@pytest.mark.timeout(1800)
-def test_the_schedule_skips_what_is_not_new_and_never_retries_a_rejected_version_then_a_rollback(stack) -> None:
+def test_the_schedule_skips_what_is_not_new_and_never_retries_a_rejected_version_then_a_rollback(stack, dags, spec) -> None:
     if not DONE:
         pytest.skip("needs the two releases of test_two_releases_through_the_dag")
     first, second, first_version = DONE["first"], DONE["second"], DONE["first_version"]
@@ -112,7 +135,7 @@ def test_the_schedule_skips_what_is_not_new_and_never_retries_a_rejected_version
 
     # the scheduled DAG of the spec finds nothing new (the candidate is what production serves): every task skipped
     before = _snapshot(store, client)
-    nothing = stack.run_dag({}, dag_id="model_release__iris")
+    nothing = dags.run({}, dag_id="model_release__iris")
     assert nothing.returncode == 0, nothing.output[-5000:]
     assert _states(stack, "model_release__iris") == {t: "skipped" for t in RELEASE_TASKS}
     assert "nothing to release: channel 'production' released iris-classifier v" in nothing.output
@@ -120,19 +143,19 @@ def test_the_schedule_skips_what_is_not_new_and_never_retries_a_rejected_version
 
     # a degraded retrain: the scheduled run judges it and the canary rejects it; the next run does not try it again
     bad_version = train_iris(stack.tracking_uri, c=1.0, noise=0.4)
-    rejected = stack.run_dag({}, dag_id="model_release__iris")
+    rejected = dags.run({}, dag_id="model_release__iris")
     assert rejected.returncode != 0 and rejected.state == "failed", rejected.output[-3000:]
     entry = store.json(f"ledger/production/iris-classifier/{bad_version}.json")
     assert entry["state"] == "rejected" and entry["reason"].startswith("canary:"), entry
     assert store.json("channels/production.json")["release_id"] == second
     before = _snapshot(store, client)
-    again = stack.run_dag({}, dag_id="model_release__iris")
+    again = dags.run({}, dag_id="model_release__iris")
     assert again.returncode == 0, again.output[-5000:]
     assert f"rejected iris-classifier v{bad_version}" in again.output and "force_retry=true" in again.output
     assert _snapshot(store, client) == before
 
     # and the release engineer can take it back with the rollback DAG: the channel and the MLflow alias return to the first
-    back = stack.run_dag({"spec": "releases/iris.yaml"}, dag_id="model_release_rollback")
+    back = dags.run({"spec": spec}, dag_id="model_release_rollback")
     assert back.returncode == 0, back.output[-5000:]
     assert store.json("channels/production.json")["release_id"] == first
     assert str(client.get_model_version_by_alias("iris-classifier", "production").version) == first_version
@@ -159,7 +182,7 @@ def _snapshot(store: StoreView, client) -> tuple:  # noqa: ANN001
 
 
 def test_bad_input_fails_the_dag_at_once_without_retries(stack) -> None:
-    run = stack.run_dag({"spec": "releases/no-such-spec.yaml"})
+    run = stack.run_dag({"spec": "releases/no-such-spec.yaml"})  # the `airflow dags test` command itself
     assert run.returncode != 0 and run.state == "failed"
     assert "no-such-spec.yaml' does not exist" in run.output
     assert "up_for_retry" not in run.output.lower()

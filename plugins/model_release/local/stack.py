@@ -30,6 +30,8 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 PROJECT = Path(__file__).resolve().parents[3]
+#: what :mod:`model_release.airflow.dag_runner` is told to print after each run, before the run's end as JSON
+RUN_END_MARK = "MODEL_RELEASE_DAG_RUN_END "
 
 
 def connection_env(tracking_uri: str, endpoint_url: str) -> dict[str, str]:
@@ -179,3 +181,68 @@ class EmbeddedStack:
                 if state:
                     break
         return DagRunOutcome(proc.returncode, state, output)
+
+    def dag_session(self) -> "DagSession":
+        """A process that runs DAGs as :meth:`run_dag` does, many times, paying Airflow's start-up once.
+
+        Use as a context manager (``with stack.dag_session() as dags: dags.run(conf)``); the process
+        takes the environment of :meth:`env` as it is when the session starts.
+        """
+        self.migrate_airflow()
+        return DagSession(self.env())
+
+
+class DagSession:
+    """``airflow dags test``, run by :mod:`model_release.airflow.dag_runner` in one long-lived process.
+
+    Each :meth:`run` is a DagRun made by ``dag.test()`` (the command's own call); Airflow's start-up
+    and the release's imports are paid by the first run only, which is what makes a test of several
+    runs affordable on two cores.
+    """
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+        self.proc: subprocess.Popen[str] | None = None
+
+    def __enter__(self) -> "DagSession":
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "model_release.airflow.dag_runner", RUN_END_MARK], env=self.env, cwd=PROJECT,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        )
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        try:
+            if proc.stdin is not None:
+                proc.stdin.close()
+            proc.wait(30)
+        except (OSError, subprocess.TimeoutExpired):
+            proc.kill()
+            proc.wait()
+
+    def run(self, conf: dict[str, Any], *, dag_id: str = "model_release") -> DagRunOutcome:
+        """One run of ``dag_id`` with ``conf``: its state and output, and 1 as the command's exit
+        status when it failed (as ``airflow dags test`` exits)."""
+        from ..errors import ServiceUnavailable
+
+        proc = self.proc
+        if proc is None or proc.stdin is None or proc.stdout is None:
+            raise ServiceUnavailable("the DAG session is not open: use it as a context manager")
+        proc.stdin.write(json.dumps({"dag_id": dag_id, "conf": conf}) + "\n")
+        proc.stdin.flush()
+        lines = []
+        for line in proc.stdout:
+            if line.startswith(RUN_END_MARK):
+                ended = json.loads(line[len(RUN_END_MARK):])
+                state = ended["state"]
+                failed = ended["error"] is not None or state != "success"
+                return DagRunOutcome(1 if failed else 0, state, "".join(lines))
+            lines.append(line)
+        raise ServiceUnavailable(f"the DAG session's process exited ({proc.wait()}); its output ends with:\n"
+                                 + "".join(lines[-40:]))
