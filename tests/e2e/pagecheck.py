@@ -69,17 +69,8 @@ class PageBrowser(Chromium):
         super().__init__(width=width, height=height)
         self.events: list[dict[str, Any]] = []
 
-    def call(self, method: str, **params: Any) -> dict[str, Any]:
-        self._id += 1
-        self._ws.send(json.dumps({"id": self._id, "method": method, "params": params}))
-        while True:
-            msg = json.loads(self._ws.recv(timeout=60))
-            if msg.get("id") == self._id:
-                if "error" in msg:
-                    raise RuntimeError(f"{method}: {msg['error']}")
-                return dict(msg.get("result", {}))
-            if "method" in msg:
-                self.events.append(msg)
+    def on_event(self, msg: dict[str, Any]) -> None:
+        self.events.append(msg)
 
     def _drain(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds

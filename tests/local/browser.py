@@ -93,7 +93,7 @@ class Chromium:
         shutil.rmtree(self._dir, ignore_errors=True)
 
     def call(self, method: str, **params: Any) -> dict[str, Any]:
-        """Send one DevTools command and return its result (events in between are skipped)."""
+        """Send one DevTools command and return its result (events in between go to :meth:`on_event`)."""
         self._id += 1
         self._ws.send(json.dumps({"id": self._id, "method": method, "params": params}))
         while True:
@@ -102,6 +102,11 @@ class Chromium:
                 if "error" in msg:
                     raise RuntimeError(f"{method}: {msg['error']}")
                 return dict(msg.get("result", {}))
+            if "method" in msg:
+                self.on_event(msg)
+
+    def on_event(self, msg: dict[str, Any]) -> None:
+        """An event that arrived while waiting for a command's answer (skipped here; subclasses keep them)."""
 
     def set_cookie(self, url: str, name: str, value: str) -> None:
         self.call("Network.setCookie", url=url, name=name, value=value, path="/")
