@@ -23,8 +23,13 @@ up: setup
 down:
 	@if [ -x .venv/bin/model-release ]; then .venv/bin/model-release down; fi
 
+# Most tests in parallel (one worker per core, at most 4; a file stays on one worker, so its
+# stack starts once), then the ones that measure latency or run the README session, alone. Both
+# parts always run; the first failure's exit code is the result (5 when a part ran no test).
 test: setup-distributed
-	$(PY) -m pytest
+	@$(PY) -m pytest -n auto --maxprocesses 4 --dist loadfile -m "not serial"; a=$$?; \
+	$(PY) -m pytest -m serial; b=$$?; \
+	if [ $$a -ne 0 ]; then exit $$a; fi; exit $$b
 
 test-fast: setup
 	$(PY) -m pytest -m "not integration and not dags and not distributed"

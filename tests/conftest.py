@@ -6,9 +6,16 @@ import os
 import tempfile
 from pathlib import Path
 
+import pytest
+
 # Before anything imports Airflow or MLflow: keep their state out of the user's home.
+# Each pytest-xdist worker gets its own (a worker inherits the controller's environment, whose
+# AIRFLOW_HOME would have both workers migrate and write one SQLite database).
+_INHERITED = os.environ.get("MODEL_RELEASE_TEST_STATE")
 _STATE = Path(tempfile.mkdtemp(prefix="model-release-tests-"))
-os.environ.setdefault("AIRFLOW_HOME", str(_STATE / "airflow"))
+os.environ["MODEL_RELEASE_TEST_STATE"] = str(_STATE)
+if os.environ.get("AIRFLOW_HOME") is None or (_INHERITED and os.environ["AIRFLOW_HOME"].startswith(_INHERITED)):
+    os.environ["AIRFLOW_HOME"] = str(_STATE / "airflow")
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "False")
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
@@ -33,9 +40,28 @@ def _children(pid: int) -> list[tuple[int, str]]:
     return found
 
 
+_WORKER_LEFTOVERS: list = []
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):  # noqa: ANN001 - pytest-xdist hook, in the controller
+    """Collect what each xdist worker found left running (the controller's own children are the workers)."""
+    _WORKER_LEFTOVERS.extend(getattr(node, "workeroutput", {}).get("leftovers", []))
+
+
 def pytest_sessionfinish(session, exitstatus):  # noqa: ANN001 - pytest hook
-    """Fail the run if a test left a server (moto, tritonserver, MLflow) running."""
-    leftovers = [(pid, comm) for pid, comm in _children(os.getpid()) if comm not in ("pytest",)]
+    """Fail the run if a test left a server (moto, tritonserver, MLflow) running.
+
+    Under pytest-xdist each worker checks its own children and hands them to the controller, which
+    fails the run (a worker's own exit status is taken before this hook runs)."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if getattr(session.config.option, "dist", "no") != "no" and workeroutput is None:
+        leftovers = list(_WORKER_LEFTOVERS)  # the controller: its children are the workers themselves
+    else:
+        leftovers = [(pid, comm) for pid, comm in _children(os.getpid()) if comm not in ("pytest",)]
+        if workeroutput is not None:
+            workeroutput["leftovers"] = leftovers
+            return
     if leftovers:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:

@@ -17,6 +17,8 @@ from model_release.canary.load import Histogram, LoadRunner, Measurement, Reques
 from model_release.canary.tune import Setting, grid, setting_of
 from model_release.spec import parse_spec
 
+pytestmark = pytest.mark.serial  # windows of real sleeps: measured alone, after the parallel part of make test
+
 BASE = {"name": "iris", "model": {"name": "m", "alias": "candidate"}}
 
 

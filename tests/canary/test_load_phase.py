@@ -15,7 +15,7 @@ from model_release.repository.lint import lint_repository
 
 from .support import LEAF, make_release, served_champion
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.serial]
 
 #: enough alternating windows for a median of pairs on 2 cores
 LOAD = {"warmup_s": 0.3, "window_s": 0.4, "budget_s": 4.0, "concurrency": 4, "batch_rows": 16}

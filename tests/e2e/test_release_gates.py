@@ -35,10 +35,15 @@ def _services(stack) -> Services:
     return Services(tracking_uri=stack.tracking_uri, open_store=lambda uri: open_store(uri, s3_client=stack.s3_client()))
 
 
-def _nothing_promoted(stack, prefix: str) -> None:
+def _nothing_promoted(stack, prefix: str, *, rejected: str | None = None) -> None:
+    """No pointer and no release object; a canary's rejection (``rejected`` names the release) leaves
+    only its record and reports under rejected/<release>/ and the channel's history page (the audit trail)."""
     view = StoreView(stack, prefix)
     assert view.get("channels/production.json") is None
-    assert view.keys() == []
+    kept = {"channels/production.html"} if rejected else set()
+    assert {k for k in view.keys() if not k.startswith(f"rejected/{rejected}/")} == kept, view.keys()
+    if rejected:
+        assert {f"rejected/{rejected}/reports/report.json", f"rejected/{rejected}/rejected.json"} <= set(view.keys()), view.keys()
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +76,7 @@ def test_canary_outputs_beyond_tolerance_block_the_release(stack, gated_model, t
     assert (outcome["error"], outcome["error_stage"], outcome["error_kind"]) == (message, "canary", "canary")
     assert outcome["canary"]["passed"] is False and outcome["promoted"] is None
     assert ws.load_result("canary", CanaryResult).passed is False
-    _nothing_promoted(stack, "blocked-canary")
+    _nothing_promoted(stack, "blocked-canary", rejected=ws.release_id)
 
 
 def test_a_pointer_survives_a_blocked_release(stack, tmp_path) -> None:

@@ -36,7 +36,7 @@ from model_release.local.s3 import _MOTO_SECRET
 from .browser import Chromium, ensure_chromium
 from .readme import Command, commands, script
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(2400)]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.serial, pytest.mark.timeout(2400)]
 
 PROJECT = Path(__file__).resolve().parents[2]
 SHOTS = PROJECT / ".work" / "screenshots"
