@@ -236,7 +236,7 @@ def _check_uis(printed: dict[str, str], stack: dict[str, str], shots: Path) -> N
     api = AirflowApi(airflow_url, stack["AIRFLOW_USERNAME"], stack["AIRFLOW_PASSWORD"])
     with Chromium() as browser:
         browser.set_cookie(airflow_url, "_token", api.token())
-        dags = browser.screenshot(airflow_url + "/dags", shots / "airflow-dags.png", expect=["model_release", "1 Dag"])
+        dags = browser.screenshot(airflow_url + "/dags", shots / "airflow-dags.png", expect=["model_release", " Dags\nSort by"])
         page = browser.screenshot(mlflow_url + "/#/models/wine-classifier", shots / "mlflow-wine-classifier.png",
                                   expect=["wine-classifier", "@ production", "@ candidate"])
     assert "Sign in" not in dags and "model_release.channel" in page
