@@ -240,3 +240,17 @@ def test_readme_parser_joins_continuations_and_heredocs_and_refuses_a_torn_block
     readme.write_text("## Using it\n```bash\necho a \\\n```\n")
     with pytest.raises(ValueError, match="inside a command"):
         commands(readme)
+
+
+def test_the_distributed_stacks_processes_inherit_no_other_mlflow_registry(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """mlflow.set_registry_uri exports MLFLOW_REGISTRY_URI; one left by an earlier release in the same
+    process sent the Celery workers' model lookups to that registry ("Registered Model ... not found")."""
+    from model_release.local.distributed import DistributedStack
+
+    monkeypatch.setenv("MLFLOW_REGISTRY_URI", "sqlite:////elsewhere/mlflow.db")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:////elsewhere/mlflow.db")
+    stack = DistributedStack(tmp_path)
+    stack.ports = {k: 1000 + i for i, k in enumerate(("postgres", "redis", "mlflow", "api", "log_cpu", "log_gpu"))}
+    env = stack.airflow_env()
+    assert "MLFLOW_REGISTRY_URI" not in env
+    assert env["MLFLOW_TRACKING_URI"] == stack.tracking_uri == "http://127.0.0.1:1002"

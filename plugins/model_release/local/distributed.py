@@ -267,7 +267,8 @@ class DistributedStack:
         return f"http://127.0.0.1:{self.ports['mlflow']}"
 
     def _mlflow(self) -> None:
-        env = {**os.environ, **self._aws_env(), "MLFLOW_S3_ENDPOINT_URL": self.moto.endpoint_url,
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "AWS_"))}, **self._aws_env(),
+               "MLFLOW_S3_ENDPOINT_URL": self.moto.endpoint_url,
                "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true"}
         mlflow = Path(sys.executable).with_name("mlflow")
         self._spawn("mlflow", [str(mlflow), "server", "--host", "127.0.0.1", "--port", str(self.ports["mlflow"]),
@@ -297,7 +298,10 @@ class DistributedStack:
                   "extra": {"repository": f"s3://{BUCKET}/canary", "gpu": False}}
         # the tasks read the connections from their worker's environment; the canary's only once it has a port
         conns = {"AIRFLOW_CONN_TRITON_CANARY": json.dumps(canary)} if canary["port"] else {}
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "MODEL_RELEASE", "AWS_"))}
+        # nothing inherited that names another stack: mlflow.set_tracking_uri/set_registry_uri export
+        # MLFLOW_TRACKING_URI/MLFLOW_REGISTRY_URI into the caller's environment, and a registry URI left
+        # there by an earlier release would send the workers' model lookups to that other registry
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "MODEL_RELEASE", "AWS_", "MLFLOW_"))}
         env.update(
             AIRFLOW_HOME=str(self.root / "airflow"),
             AIRFLOW__CORE__DAGS_FOLDER=str(PROJECT / "dags"),
