@@ -112,8 +112,9 @@ class EmbeddedStack:
     def env(self) -> dict[str, str]:
         """Environment for a subprocess (``airflow dags test``, the CLI) that uses this stack."""
         env = dict(os.environ)
-        env.update(
+        env.update(  # the registry too: mlflow.set_registry_uri exports another stack's into os.environ
             MLFLOW_TRACKING_URI=str(self.tracking_uri),
+            MLFLOW_REGISTRY_URI=str(self.tracking_uri),
             MLFLOW_DISABLE_TELEMETRY="true",
             DO_NOT_TRACK="true",
             MODEL_RELEASE_WORKSPACE=str(self.workspace),
