@@ -152,9 +152,12 @@ def _read_release(ws: Path, release_id: str, version: str, what: str) -> dict[st
     canary_json, promote_json = ws / "canary" / "canary.json", ws / "promote" / "promote.json"
     if not canary_json.is_file():
         return None
-    canary = json.loads(canary_json.read_text())
+    from .workspace import absolute_paths
+
+    # results name their files relative to the release folder (@workspace/...): resolve them here
+    canary = absolute_paths(json.loads(canary_json.read_text()), str(ws))
     report = json.loads(Path(canary["report_json"]).read_text())
-    promoted = json.loads(promote_json.read_text()) if promote_json.is_file() else None
+    promoted = absolute_paths(json.loads(promote_json.read_text()), str(ws)) if promote_json.is_file() else None
     return {"release_id": release_id, "version": version, "what": what, "canary": canary, "report": report, "promoted": promoted}
 
 
