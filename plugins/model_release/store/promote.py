@@ -34,9 +34,8 @@ from typing import Any, Callable
 
 from ..errors import ChecksumMismatch, ModelReleaseError, ServiceUnavailable, StoreError
 from ..types import PromoteResult
-from ..names import check_release_id
+from ..names import check_channel, check_release_id
 from .backend import ObjectInfo, PreconditionFailed, composite_b64, hash_file, object_problem
-from ..names import check_channel
 from .documents import FORMAT, dumps, utcnow
 from .history_page import refresh_channel_page
 from .keys import MANIFEST, MARKER
