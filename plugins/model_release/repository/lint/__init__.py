@@ -5,6 +5,9 @@
 - the rule families: :mod:`.file_rules` (config.pbtxt, version folders, model files),
   :mod:`.config_rules` (platform, tensors, scheduling), :mod:`.ensemble_rules`,
   :mod:`.python_rules` (model.py and BLS calls, read through :mod:`.python_analysis`);
+- :mod:`.autocomplete` first completes each config as Triton's backends do (python
+  ``auto_complete_config``, read statically by :mod:`.autocomplete_read`; the tensors of an ONNX
+  file), so the rules check what Triton checks;
 - :mod:`.rulebook` lists every rule with its severity and what Triton does with it;
 - :mod:`.findings` holds findings and the report (text made safe for a terminal);
 - :mod:`.model_info` is what the rule modules learn about one model; :mod:`.callgraph` the
