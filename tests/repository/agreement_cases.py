@@ -170,6 +170,7 @@ AUTOCOMPLETE_LOADS = [
     Case("autocomplete-loop-over-literal", "add_sub", _input0_from_model_py(
         f"for spec in [{_ADD_INPUT0}]:", "    config.add_input(spec)")),
     Case("python-filename-py", "add_sub", _python_file("main.py")),
+    Case("autocomplete-ignored", "add_sub", RULE_CASES["autocomplete-ignored"][1]),  # decoupled ignored too: loads
     Case("backend-from-name-identity", "echo.identity", _named_model("echo.identity", None), raw=True),
 ]
 
@@ -178,8 +179,6 @@ AUTOCOMPLETE_REFUSED = [
     Case("autocomplete-batch-size-below", "add_sub", _batch_size(8, 7)),
     Case("autocomplete-dims-tuple", "add_sub", lambda r: auto_complete(
         r, "add_sub", 'config.add_input({"name": "INPUT0", "data_type": "TYPE_FP32", "dims": (4,)})')),
-    Case("autocomplete-datatype-unknown", "add_sub", lambda r: auto_complete(
-        r, "add_sub", 'config.add_input({"name": "INPUT2", "data_type": "FP32", "dims": [4]})')),
     Case("autocomplete-method-unknown", "add_sub", lambda r: auto_complete(r, "add_sub", "config.set_batch_size(8)")),
     Case("autocomplete-instance-method", "add_sub", _instance_method),
     Case("autocomplete-preferred-before-completion", "add_sub", _preferred_above_config),

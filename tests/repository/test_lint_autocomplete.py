@@ -122,7 +122,6 @@ def test_preferred_sizes_are_checked_before_completion_too(repo):
     ('config.add_input({"name": "INPUT0", "data_type": "TYPE_FP32"})', True),
     ('config.add_input({"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [4], "optional": False})', False),
     ('config.add_output({"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [4], "optional": False})', True),
-    ('config.add_input({"name": "INPUT0", "data_type": "FP32", "dims": [4]})', True),
     ("config.set_model_transaction_policy({'decoupled': False})", False),
     ("config.set_model_transaction_policy({'decouple': False})", True),
     ("config.set_batch_size(8)", True),
@@ -144,6 +143,19 @@ def test_triton_calls_it_on_the_class_with_one_argument(repo, header, refused):
     path.write_text(path.read_text().replace("class TritonPythonModel:\n",
                                              f"class TritonPythonModel:\n{header}        return config\n\n"))
     assert _errors(repo, "add_sub") == ({"autocomplete-invalid"} if refused else set())
+
+
+def test_a_data_type_triton_cannot_read_back_drops_the_whole_completion(repo):
+    """Measured on 2.51: the model loads with config.pbtxt untouched (max_batch_size, decoupled, tensors)."""
+    auto_complete(repo, "add_sub", "config.set_model_transaction_policy(dict(decoupled=True))",
+                  'config.add_input({"name": "INPUT2", "data_type": "TYPE_FP32", "dims": [4]})')
+    assert _errors(repo, "add_sub") == {"decoupled-returns"}  # the completion holds: decoupled
+    path = repo / "add_sub/1/model.py"
+    path.write_text(path.read_text().replace('"INPUT2", "data_type": "TYPE_FP32"', '"INPUT2", "data_type": "FP32"'))
+    found = _found(repo, "add_sub")
+    assert set(found) == {"autocomplete-ignored"} and "'FP32', not a Triton data type" in found["autocomplete-ignored"][0]
+    path.write_text(path.read_text().replace('"INPUT2", "data_type": "FP32"', '"INPUT0", "data_type": "FP32"'))
+    assert _errors(repo, "add_sub") == {"autocomplete-conflict"}  # config.pbtxt says TYPE_FP32: Python compares first
 
 
 def test_an_auto_complete_config_that_returns_nothing_is_refused(repo):

@@ -164,6 +164,8 @@ CASES: dict[str, tuple[str, Callable[[Path], object]]] = {
     "autocomplete-invalid": ("add_sub", lambda r: auto_complete(r, "add_sub", 'config.add_input({"name": "INPUT0", "data_type": "TYPE_FP32"})')),
     "autocomplete-conflict": ("add_sub", lambda r: auto_complete(r, "add_sub", 'config.add_input({"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [8]})')),
     "autocomplete-unread": ("add_sub", _unread_dims),
+    "autocomplete-ignored": ("add_sub", lambda r: auto_complete(r, "add_sub", "config.set_model_transaction_policy(dict(decoupled=True))",
+                                                                'config.add_input({"name": "INPUT2", "data_type": "FP32", "dims": [4]})')),
     "python-filename": ("add_sub", lambda r: (edit(r, "add_sub", lambda c: setattr(c, "default_model_filename", "model.python")),
                                               (r / "add_sub/1/model.py").rename(r / "add_sub/1/model.python"))),
     "bls-blocking-depth": ("bls_sync", lambda r: edit(r, "bls_sync", lambda c: setattr(c.instance_group[0], "count", 1))),

@@ -17,6 +17,7 @@ findings of :data:`DEPENDS_ON_COMPLETION` on that model into ``autocomplete-unre
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,15 @@ DEPENDS_ON_COMPLETION = frozenset({
     "ensemble-shape-mismatch", "ensemble-decoupled-mix", "bls-output-unknown",
 })
 _TENSOR_KEYS = {"input": ("name", "data_type", "dims", "optional"), "output": ("name", "data_type", "dims")}
+
+
+@dataclass
+class _Replay:
+    """The config being completed, the model's name (Triton's messages use it) and what Triton cannot read back."""
+
+    config: mc.ModelConfig
+    model: str
+    unreadable: list[str] = field(default_factory=list)
 
 
 class _Refusal(Exception):
@@ -95,15 +105,21 @@ def _python(info: ModelInfo, add: Add) -> None:
     if done.unread:
         info.unread_completion = (f"auto_complete_config in {file} sets the config in a way the linter cannot read "
                                   f"statically ({done.unread})")
-    config = mc.ModelConfig()
-    config.CopyFrom(info.config)
+    replay = _Replay(mc.ModelConfig(), info.name)
+    replay.config.CopyFrom(info.config)
     for call in done.calls:
         try:
-            _APPLY[call.method](config, call, info.name)
+            _APPLY[call.method](replay, call)
         except _Refusal as refused:
             add(refused.rule, info.name, file, f"line {call.line}: {refused.message}")
             return
-    info.config = config
+    if replay.unreadable:  # measured on 2.51: the completed config does not parse, so none of it is used
+        add("autocomplete-ignored", info.name, file,
+            f"{'; '.join(replay.unreadable)}: Triton cannot read the completed config back, so it loads the model "
+            "with config.pbtxt as it is and ignores everything auto_complete_config sets; use Triton's names "
+            "(TYPE_FP32, TYPE_INT64, TYPE_STRING, ...)")
+        return
+    info.config = replay.config
 
 
 def _conflict(message: str, triton: str, fix: str) -> _Refusal:
@@ -115,7 +131,8 @@ def _invalid(message: str, triton: str) -> _Refusal:
                                             f"(\"{triton}\"); fix the call")
 
 
-def _max_batch_size(config: mc.ModelConfig, call: Call, model: str) -> None:
+def _max_batch_size(replay: _Replay, call: Call) -> None:
+    config, model = replay.config, replay.model
     size = call.argument
     if not isinstance(size, int) or isinstance(size, bool):
         raise _invalid(f"set_max_batch_size is given {size!r}, not an int", "TypeError")
@@ -127,7 +144,8 @@ def _max_batch_size(config: mc.ModelConfig, call: Call, model: str) -> None:
     config.max_batch_size = size
 
 
-def _dynamic_batching(config: mc.ModelConfig, call: Call, model: str) -> None:
+def _dynamic_batching(replay: _Replay, call: Call) -> None:
+    config, model = replay.config, replay.model
     if call.argument is not None:
         raise _invalid("set_dynamic_batching takes no argument", "TypeError")
     found = next((s for s in ("sequence_batching", "ensemble_scheduling") if config.HasField(s)), None)
@@ -139,12 +157,18 @@ def _dynamic_batching(config: mc.ModelConfig, call: Call, model: str) -> None:
     config.dynamic_batching.SetInParent()
 
 
-def _tensor(config: mc.ModelConfig, call: Call, model: str) -> None:
+def _tensor(replay: _Replay, call: Call) -> None:
+    config, model = replay.config, replay.model
     kind = "input" if call.method == "add_input" else "output"
     spec = _tensor_spec(kind, call.argument, model)
     name, dtype, dims = spec["name"], spec["data_type"], spec["dims"]
     tensors = config.input if kind == "input" else config.output
     current = next((t for t in tensors if t.name == name), None)
+    known = dtype in mc.DataType.keys() and dtype != "TYPE_INVALID"
+    unknown = f"line {call.line}: {kind} {name!r} gets data_type {dtype!r}, not a Triton data type"
+    if not known and current is None:
+        replay.unreadable.append(unknown)
+        return
     if current is None:
         tensors.add(name=name, data_type=mc.DataType.Value(dtype), dims=list(dims), **(
             {"optional": bool(spec["optional"])} if "optional" in spec else {}))
@@ -163,7 +187,10 @@ def _tensor(config: mc.ModelConfig, call: Call, model: str) -> None:
         raise _conflict(f"{ours} optional {spec['optional']}, config.pbtxt {current.optional}",
                         f"the model expects optional {spec['optional']} but the model configuration specifies "
                         f"optional {current.optional}", "make them agree")
-    current.data_type = mc.DataType.Value(dtype)
+    if known:
+        current.data_type = mc.DataType.Value(dtype)
+    else:  # only where config.pbtxt gives none: any other is a conflict above
+        replay.unreadable.append(unknown)
     current.dims[:] = list(dims)
     if "optional" in spec:
         current.optional = bool(spec["optional"])
@@ -184,16 +211,16 @@ def _tensor_spec(kind: str, spec: Any, model: str) -> dict[str, Any]:
     if missing:
         raise _invalid(f"{where} has no {missing!r}",
                        f"{kind} ... in auto-complete-config function for model '{model}' is missing '{missing}' property.")
-    dtype, dims = spec["data_type"], spec["dims"]
-    if not isinstance(spec["name"], str) or dtype not in mc.DataType.keys() or dtype == "TYPE_INVALID":
-        raise _invalid(f"{where} has data_type {dtype!r} (valid: TYPE_FP32, TYPE_INT64, TYPE_STRING, ...) or a name "
-                       "that is not a string, which Triton cannot read back into the config", "failed to parse")
+    dims = spec["dims"]
+    if not isinstance(spec["name"], str) or not isinstance(spec["data_type"], str):
+        raise _invalid(f"{where} has a name or data_type that is not a string", "TypeError")
     if not isinstance(dims, (list, tuple)) or not all(isinstance(d, int) and not isinstance(d, bool) for d in dims):
         raise _invalid(f"{where} has dims {dims!r}, not a list of ints", "failed to parse")
     return spec
 
 
-def _transaction_policy(config: mc.ModelConfig, call: Call, model: str) -> None:
+def _transaction_policy(replay: _Replay, call: Call) -> None:
+    config, model = replay.config, replay.model
     policy = call.argument
     if not isinstance(policy, dict):
         raise _invalid(f"set_model_transaction_policy is given {policy!r}, not a dict", "AttributeError")
@@ -213,7 +240,7 @@ def _transaction_policy(config: mc.ModelConfig, call: Call, model: str) -> None:
     config.model_transaction_policy.SetInParent()
 
 
-def _as_dict(config: mc.ModelConfig, call: Call, model: str) -> None:
+def _as_dict(replay: _Replay, call: Call) -> None:
     return None
 
 

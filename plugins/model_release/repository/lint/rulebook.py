@@ -104,6 +104,10 @@ RULES: dict[str, Rule] = {
                                   "configuration expects datatype TYPE_INT32 for input '...', model provides TYPE_FP32 / "
                                   "trying to change decoupled property in auto-complete-config for model '...'",
                                   f"{_PBU} ModelConfig; onnxruntime_backend src/onnxruntime.cc AutoCompleteMaxBatch"),
+    "autocomplete-ignored": Rule(WARNING, ACCEPTS, "auto_complete_config gives a data_type that is not a Triton type name "
+                                 "(FP32 for TYPE_FP32): Triton cannot read the completed config back and ignores all of it "
+                                 "(measured on 2.51: the model loads with config.pbtxt as it is)",
+                                 source="core src/backend_model.cc TritonModel::UpdateModelConfig (JsonToModelConfig)"),
     "autocomplete-unread": Rule(WARNING, UNDECIDED, "a check that depends on what Triton completes, where the linter cannot "
                                 "read that (auto_complete_config not literal, a TensorRT plan, an unreadable ONNX file)"),
     # --- versions -----------------------------------------------------------------------
