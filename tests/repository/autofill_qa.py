@@ -5,7 +5,8 @@ out what ``auto_complete_config`` in model.py declares; Triton must load them) a
 ``autofill_noplatform/python/*`` (auto-complete conflicts; Triton must refuse them). Its test.sh
 lays each case out as one model folder ``models/<case>/`` (config.pbtxt beside ``1/model.py``;
 eight cases take a shared model.py declaring INPUT0/INPUT1 and OUTPUT0/OUTPUT1, FP32 [4], no
-batching), or, for ``conflicting_scheduler_ensemble``, a whole repository of three models. No
+batching; the others' own model.py is copied into 1/ and stays beside config.pbtxt as well), or, for
+``conflicting_scheduler_ensemble``, a whole repository of three models. No
 config names a backend or a platform: Triton takes python from the file name ``model.py``.
 
 :data:`SUCCESS` and :data:`REFUSED` map each case to its repository layout (model folder ->
@@ -119,6 +120,7 @@ class QaCase:
     model: str
     models: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)  # folder -> (config, model.py)
     checks: str = ""
+    beside: bool = True  # test.sh copies the case's own model.py into 1/ and leaves it beside config.pbtxt too
 
     def write(self, root: Path) -> Path:
         """Lay the case out under ``root`` as test.sh does; return ``root``."""
@@ -128,11 +130,13 @@ class QaCase:
                 (root / folder / "config.pbtxt").write_text(text)
             if source is not None:
                 (root / folder / "1" / "model.py").write_text(source)
+                if self.beside:
+                    (root / folder / "model.py").write_text(source)
         return root
 
 
 def _one(name: str, text: str, source: str, checks: str) -> QaCase:
-    return QaCase(name, {name: (text, source)}, checks)
+    return QaCase(name, {name: (text, source)}, checks, beside=source is not SHARED)
 
 
 def _steps_ensemble() -> QaCase:

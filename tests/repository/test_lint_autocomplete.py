@@ -286,3 +286,13 @@ def test_the_cli_flags_turn_completion_off(tmp_path, flags, capsys):
     assert main([str(root)]) == 0
     assert main([str(root), *flags]) == 1
     assert "[dims-invalid]" in capsys.readouterr().out
+
+
+def test_a_bls_call_to_a_model_completed_in_a_branch_is_a_warning_and_only_that(repo):
+    edit(repo, "add_sub", lambda c: c.ClearField("output"))
+    assert _errors(repo) == {"bls-output-unknown"}
+    auto_complete(repo, "add_sub", "for name in config.as_dict()['input']:",
+                  '    config.add_output({"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [4]})')
+    assert _errors(repo) == set() and "autocomplete-unread" in _found(repo, "bls_sync")
+    edit(repo, "bls_sync", lambda c: c.input[0].ClearField("dims"))  # its own config: not the target's business
+    assert _errors(repo) == {"dims-invalid"}

@@ -41,7 +41,7 @@ class _Linter:
         self.python = PythonReader(self.add)
 
     def add(self, rule: str, model: str, file: str, message: str) -> None:
-        unread = self._unread_completion(model) if rule in DEPENDS_ON_COMPLETION else ""
+        unread = self._unread_completion(rule, model) if rule in DEPENDS_ON_COMPLETION else ""
         if unread:
             rule, message = "autocomplete-unread", f"{message} [{rule}, only a warning: {unread}, so Triton may complete it]"
         self.findings.append(Finding(rule, RULES[rule].severity, model, file, message))
@@ -55,10 +55,15 @@ class _Linter:
         if self.findings[-1] in self.findings[:before]:
             self.findings.pop()
 
-    def _unread_completion(self, model: str) -> str:
-        """Why the completion of ``model``, a model it steps to or one it calls, cannot be known (empty: it can)."""
+    def _unread_completion(self, rule: str, model: str) -> str:
+        """Why what ``rule`` checks on ``model`` may be completed unseen: the model's own completion, a member's for
+        an ensemble rule, a target's for a BLS rule (empty: it may not)."""
         info = self.models.get(model)
-        related = [model, *sorted(info.steps), *sorted(info.deps)] if info is not None else []
+        related = [model]
+        if info is not None and rule.startswith("ensemble-"):
+            related += sorted(info.steps)
+        elif info is not None and rule.startswith("bls-"):
+            related += sorted(info.deps)
         return next((self.models[m].unread_completion for m in related
                      if m in self.models and self.models[m].unread_completion), "")
 
