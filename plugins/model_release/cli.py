@@ -211,7 +211,7 @@ def _store(argv: list[str]) -> int:
 
 def _lint(argv: list[str]) -> int:
     """``lint``: the repository path is checked here; argparse's usage errors become one line."""
-    from .repository.lint_cli import main as lint_main
+    from .repository.lint.cli import main as lint_main
 
     probe = argparse.ArgumentParser(add_help=False)
     probe.add_argument("path", nargs="?")

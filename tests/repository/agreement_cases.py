@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from . import autofill_qa
 from .test_lint_rules import CASES as RULE_CASES
-from .test_lint_rules import _decoupled_mix, _overwrite_input, _step, edit, edit_source
+from .test_lint_rules import _decoupled_mix, _overwrite_input, _step, auto_complete, edit, edit_source
 
 ONNX = "classifier_onnx"
 
@@ -95,6 +96,103 @@ def _both_schedulers(root: Path) -> None:
     path.write_text(path.read_text() + "\ndynamic_batching { }\n")
 
 
+# --- what Triton completes (issue 22) ---------------------------------------------------------
+
+_ADD_INPUT0 = '{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [4]}'
+
+
+def _qa(case: autofill_qa.QaCase) -> Case:
+    return Case(f"qa-{case.model}", case.model, case.write)
+
+
+def _batch_size(config_size: int, declared: int) -> Callable[[Path], None]:
+    def change(root: Path) -> None:
+        edit(root, "add_sub", lambda c: setattr(c, "max_batch_size", config_size))
+        auto_complete(root, "add_sub", f"config.set_max_batch_size({declared})")
+    return change
+
+
+def _member_from_model_py(guarded: bool) -> Callable[[Path], None]:
+    """postprocess's config lists no tensors; its auto_complete_config adds the ones the ensemble maps (maybe in an if)."""
+    def change(root: Path) -> None:
+        edit(root, "postprocess", lambda c: (c.ClearField("input"), c.ClearField("output")))
+        calls = ['config.add_input({"name": "probabilities", "data_type": "TYPE_FP32", "dims": [3]})',
+                 'config.add_output({"name": "label", "data_type": "TYPE_STRING", "dims": [1]})']
+        if guarded:
+            calls = ["if not config.as_dict()['input']:", *(f"    {c}" for c in calls)]
+        auto_complete(root, "postprocess", *calls)
+    return change
+
+
+def _input0_from_model_py(*lines: str) -> Callable[[Path], None]:
+    def change(root: Path) -> None:
+        edit(root, "add_sub", lambda c: c.input[0].ClearField("dims"))
+        auto_complete(root, "add_sub", *lines)
+    return change
+
+
+def _python_file(filename: str) -> Callable[[Path], None]:
+    def change(root: Path) -> None:
+        edit(root, "add_sub", lambda c: setattr(c, "default_model_filename", filename))
+        (root / "add_sub/1/model.py").rename(root / "add_sub/1" / filename)
+    return change
+
+
+def _named_model(folder: str, file: str | None) -> Callable[[Path], None]:
+    """A model named ``<name>.<backend>`` whose config names no backend (nor any other model file)."""
+    def change(root: Path) -> None:
+        (root / folder / "1").mkdir(parents=True)
+        text = (root / "add_sub/config.pbtxt").read_text().replace('name: "add_sub"', f'name: "{folder}"')
+        (root / folder / "config.pbtxt").write_text(text.replace('backend: "python"\n', ""))
+        if file:
+            (root / folder / "1" / file).write_text((root / "add_sub/1/model.py").read_text())
+    return change
+
+
+def _instance_method(root: Path) -> None:
+    edit_source(root, "add_sub", "class TritonPythonModel:\n",
+                "class TritonPythonModel:\n    def auto_complete_config(self, config):\n        return config\n\n")
+
+
+def _preferred_above_config(root: Path) -> None:
+    """max_batch_size 0 in config.pbtxt (8 from model.py) and a preferred size of 4: checked before completion."""
+    edit(root, "add_sub", lambda c: (setattr(c, "max_batch_size", 0), c.dynamic_batching.preferred_batch_size.append(4)))
+    auto_complete(root, "add_sub", "config.set_max_batch_size(8)")
+
+
+AUTOCOMPLETE_LOADS = [
+    *(_qa(c) for c in autofill_qa.SUCCESS.values()),
+    Case("autocomplete-batch-size-equal", "add_sub", _batch_size(8, 8)),
+    Case("autocomplete-batch-size-raised", "add_sub", _batch_size(8, 16)),
+    Case("autocomplete-decoupled-returns", "add_sub", lambda r: auto_complete(r, "add_sub", "config.set_model_transaction_policy({'decoupled': True})")),
+    Case("autocomplete-fills-ensemble-member", "pipeline", _member_from_model_py(guarded=False)),
+    Case("autocomplete-fills-dims", "add_sub", _input0_from_model_py(f"config.add_input({_ADD_INPUT0})")),
+    Case("autocomplete-loop-over-literal", "add_sub", _input0_from_model_py(
+        f"for spec in [{_ADD_INPUT0}]:", "    config.add_input(spec)")),
+    Case("python-filename-py", "add_sub", _python_file("main.py")),
+    Case("autocomplete-ignored", "add_sub", RULE_CASES["autocomplete-ignored"][1]),  # decoupled ignored too: loads
+    Case("backend-from-name-identity", "echo.identity", _named_model("echo.identity", None), raw=True),
+]
+
+AUTOCOMPLETE_REFUSED = [
+    *(_qa(c) for c in autofill_qa.REFUSED.values()),
+    Case("autocomplete-batch-size-below", "add_sub", _batch_size(8, 7)),
+    Case("autocomplete-dims-tuple", "add_sub", lambda r: auto_complete(
+        r, "add_sub", 'config.add_input({"name": "INPUT0", "data_type": "TYPE_FP32", "dims": (4,)})')),
+    Case("autocomplete-method-unknown", "add_sub", lambda r: auto_complete(r, "add_sub", "config.set_batch_size(8)")),
+    Case("autocomplete-instance-method", "add_sub", _instance_method),
+    Case("autocomplete-preferred-before-completion", "add_sub", _preferred_above_config),
+    _rule("python-filename"),
+    Case("backend-from-name-python", "adder.python", _named_model("adder.python", "model.python")),
+]
+
+AUTOCOMPLETE_UNDECIDED = [
+    _rule("autocomplete-unread"),
+    Case("autocomplete-ensemble-member-unread", "pipeline", _member_from_model_py(guarded=True)),
+    Case("backend-from-name-unknown", "echo.nosuch", _named_model("echo.nosuch", None)),
+]
+
+
 LOADS = [
     Case("valid-python", "add_sub", _nothing),
     Case("valid-ensemble", "pipeline", _nothing),
@@ -130,6 +228,7 @@ LOADS = [
     _rule("bls-cycle"),
     _rule("bls-blocking-depth"),
     _rule("bls-target-dynamic"),
+    *AUTOCOMPLETE_LOADS,
 ]
 
 REFUSED = [
@@ -199,12 +298,14 @@ REFUSED = [
     _rule("python-no-model-class"),
     _rule("python-await-in-sync"),
     _rule("python-undefined-at-load"),
+    *AUTOCOMPLETE_REFUSED,
 ]
 
 #: what files cannot decide: judged and shown, not counted
 UNDECIDED = [
     _rule("instance-kind-gpu"),
     Case("config-symlink-to-a-valid-config", "add_sub", lambda r: _symlinked_config(r)),
+    *AUTOCOMPLETE_UNDECIDED,
 ]
 
 CASES = LOADS + REFUSED + UNDECIDED
@@ -227,6 +328,8 @@ QUICK = frozenset({
     "ensemble-tensor-double", "ensemble-tensor-unproduced", "ensemble-input-unused", "ensemble-tensor-unused",
     "ensemble-decoupled-mix", "python-syntax", "python-await-in-sync", "python-undefined-at-load",
     "instance-kind-gpu", "config-symlink-to-a-valid-config",
+    "qa-incomplete_output", "qa-conflicting_max_batch_size", "autocomplete-fills-ensemble-member",
+    "autocomplete-preferred-before-completion", "backend-from-name-python",
 })
 
 

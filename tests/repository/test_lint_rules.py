@@ -65,6 +65,21 @@ def _overwrite_input(root: Path) -> None:
     edit(root, "pipeline", change)
 
 
+def auto_complete(root: Path, model: str, *lines: str) -> None:
+    """Give ``model``'s TritonPythonModel an auto_complete_config(config) running ``lines``, then returning config."""
+    body = "".join(f"        {line}\n" for line in lines)
+    edit_source(root, model, "class TritonPythonModel:\n",
+                f"class TritonPythonModel:\n    @staticmethod\n    def auto_complete_config(config):\n{body}"
+                "        return config\n\n")
+
+
+def _unread_dims(root: Path) -> None:
+    """add_sub's config loses INPUT0's dims; its auto_complete_config adds INPUT0 with dims computed at run time."""
+    edit(root, "add_sub", lambda c: c.input[0].ClearField("dims"))
+    auto_complete(root, "add_sub", "size = len(config.as_dict()['output'])",
+                  'config.add_input({"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [size]})')
+
+
 # rule -> (the model it must name, the mutation)
 CASES: dict[str, tuple[str, Callable[[Path], object]]] = {
     "repo-not-found": ("", lambda r: shutil.rmtree(r)),
@@ -146,6 +161,13 @@ CASES: dict[str, tuple[str, Callable[[Path], object]]] = {
     "bls-target-dynamic": ("bls_sync", lambda r: edit_source(r, "bls_sync", "model_name=TARGET", 'model_name=pb_utils.get_input_tensor_by_name(request, "MODEL").as_numpy()[0].decode()')),
     "bls-output-unknown": ("bls_sync", lambda r: edit_source(r, "bls_sync", '["OUTPUT0", "OUTPUT1"]', '["OUTPUT0", "OUTPUT2"]')),
     "bls-self-call": ("bls_sync", lambda r: edit_source(r, "bls_sync", 'TARGET = "add_sub"', 'TARGET = "bls_sync"')),
+    "autocomplete-invalid": ("add_sub", lambda r: auto_complete(r, "add_sub", 'config.add_input({"name": "INPUT0", "data_type": "TYPE_FP32"})')),
+    "autocomplete-conflict": ("add_sub", lambda r: auto_complete(r, "add_sub", 'config.add_input({"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [8]})')),
+    "autocomplete-unread": ("add_sub", _unread_dims),
+    "autocomplete-ignored": ("add_sub", lambda r: auto_complete(r, "add_sub", "config.set_model_transaction_policy(dict(decoupled=True))",
+                                                                'config.add_input({"name": "INPUT2", "data_type": "FP32", "dims": [4]})')),
+    "python-filename": ("add_sub", lambda r: (edit(r, "add_sub", lambda c: setattr(c, "default_model_filename", "model.python")),
+                                              (r / "add_sub/1/model.py").rename(r / "add_sub/1/model.python"))),
     "bls-blocking-depth": ("bls_sync", lambda r: edit(r, "bls_sync", lambda c: setattr(c.instance_group[0], "count", 1))),
 }
 

@@ -47,6 +47,22 @@ def test_cli_history_releases_verify_rollback_retention(kit, tmp_path, capsys, m
     assert code == 5 and not report["ok"] and "reports/report.json" in report["problems"]
 
 
+def test_cli_verify_of_a_release_the_store_does_not_hold_says_so_in_one_line(kit, tmp_path, capsys, monkeypatch):
+    store = kit.store()
+    if kit.kind == "s3":
+        monkeypatch.setenv("MODEL_RELEASE_S3_ENDPOINT_URL", kit.endpoint_url)
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "cli-test")
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "cli-test")
+        monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    promote(make_release(tmp_path / "r1", small=1, seed="r1"), "r1", store, "production")
+    code, report, err = _run(capsys, "verify", "r9", "--store", kit.uri)
+    assert code == 5 and report is None and err.count("\n") == 1
+    assert f"store {kit.uri} holds no release 'r9'" in err and f"model-release store releases --store {kit.uri}" in err
+    store.backend.delete([k.key for k in store.backend.list("releases/r1/") if not k.key.endswith("release.json")])
+    code, report, err = _run(capsys, "verify", "r1", "--store", kit.uri)  # one object left: a problem report
+    assert code == 5 and report["problems"] and err == ""
+
+
 def test_cli_errors_are_one_line_and_non_zero(tmp_path, capsys):
     uri = (tmp_path / "empty").as_uri()
     code, _, err = _run(capsys, "rollback", "--store", uri, "--channel", "production")

@@ -4,7 +4,8 @@ Commands (each takes ``--store URI``, default ``$MODEL_RELEASE_STORE``)::
 
     history   --channel C              every move of a channel, oldest first
     releases                           every release, complete or not, and who points at it
-    verify    RELEASE_ID [--deep]      check a release against its manifest (exit 5 when it fails)
+    verify    RELEASE_ID [--deep]      check a release against its manifest (exit 5 when it fails, or
+                                       when the store holds nothing of it: one line, no report)
     rollback  --channel C [--to ID] [--mlflow-tracking-uri URI] [--alias production]
     retention --keep N [--protect-days D] [--dry-run]
     repair-pointer --channel C --to ID point a damaged (or dangling) channel at a verified release
@@ -27,6 +28,7 @@ from typing import Any
 
 from ..errors import ModelReleaseError
 from ..safe_text import one_line
+from ..workspace import check_release_id
 from .channels import repair_pointer, rollback
 from .history_page import write_channel_page
 from .model_store import open_store
@@ -43,6 +45,10 @@ class _Parser(argparse.ArgumentParser):
 
 class _Usage(Exception):
     pass
+
+
+class _NotHeld(Exception):
+    """``verify`` of a release the store holds nothing of: one line, exit 5."""
 
 
 def _days(raw: str) -> float:
@@ -125,6 +131,11 @@ def _run(args: argparse.Namespace) -> tuple[Any, int]:
         releases = list_releases(store)
         return _flagged([r.to_dict() for r in releases], pointer_problems(store, releases))
     if args.command == "verify":
+        check_release_id(args.release_id)
+        if next(iter(store.backend.list(store.release_prefix(args.release_id))), None) is None:
+            raise _NotHeld(f"model-release store: store {store.uri} holds no release {args.release_id!r} (nothing under "
+                           f"{store.release_uri(args.release_id)}); `model-release store releases --store {store.uri}` "
+                           "lists the releases it holds")
         report = verify_release(store, args.release_id, deep=args.deep)
         return report.to_dict(), 0 if report.ok else 5
     if args.command == "rollback":
@@ -150,6 +161,9 @@ def main(argv: list[str]) -> int:
     except _Usage as exc:
         print(one_line(str(exc)), file=sys.stderr)
         return 2
+    except _NotHeld as exc:
+        print(one_line(str(exc)), file=sys.stderr)
+        return 5
     except ModelReleaseError as exc:
         print(one_line(f"model-release store: {exc.kind} error: {exc}"), file=sys.stderr)
         return exc.exit_code

@@ -10,7 +10,7 @@ from __future__ import annotations
 from tritonclient.grpc import model_config_pb2 as mc
 
 from .findings import listing
-from .lint_files import DEFAULT_FILES, check_labels, inferred_backend
+from .file_rules import DEFAULT_FILES, check_labels, inferred_backend
 from .model_info import Add, ModelInfo
 
 #: platform -> the backend Triton fills in for it
@@ -94,20 +94,46 @@ def _tensorflow_platform(info: ModelInfo) -> str:
     return "tensorflow_savedmodel" if inferred_backend(info.path) == "tensorflow" else ""
 
 
+def backend_from_name(name: str) -> str | None:
+    """The backend Triton takes from a model named ``<name>.<backend>`` (after its first dot), or None."""
+    head, dot, backend = name.partition(".")
+    return backend if dot else None
+
+
 def _inferred(info: ModelInfo, add: Add) -> None:
     config, name, file = info.config, info.name, info.config_file
     assert config is not None
     by_name = {f: b for b, f in DEFAULT_FILES.items()}.get(config.default_model_filename)
     inferred = ("tensorflow" if by_name.startswith("tensorflow") else by_name) if by_name else inferred_backend(info.path)
+    if inferred is None and not config.default_model_filename and backend_from_name(name):
+        _named(info, add)
+        return
     if inferred is None:
         add("platform-missing", name, file,
-            "config sets neither platform nor backend and the first version folder holds no model file Triton knows "
-            f"({', '.join(sorted(DEFAULT_FILES.values()))}); add backend: \"...\"")
+            "config sets neither platform nor backend, the first version folder holds no model file Triton knows "
+            f"({', '.join(sorted(DEFAULT_FILES.values()))}) and the model name has no '.<backend>'; add backend: \"...\"")
         return
     info.kind = inferred
     add("platform-inferred", name, file,
         f"config sets neither platform nor backend; Triton infers backend {inferred!r} from the file name: "
         f"write backend: \"{inferred}\" so a renamed file cannot change it")
+
+
+def _named(info: ModelInfo, add: Add) -> None:
+    """A model named ``<name>.<backend>``: Triton loads it with that backend, from ``model.<backend>``."""
+    assert info.config is not None
+    backend = backend_from_name(info.name) or ""
+    info.kind = backend
+    if backend == "python":  # the python backend loads default_model_filename, which Triton sets to model.python
+        info.config.default_model_filename = "model.python"
+    add("platform-inferred", info.name, info.config_file,
+        f"config sets neither platform nor backend and the first version folder holds no model file Triton knows, so "
+        f"Triton takes backend {backend!r} from the model name {info.name!r} (what follows its first '.'), with model "
+        f"file model.{backend}: write backend: \"{backend}\" so a renamed folder cannot change it")
+    if backend not in KNOWN_BACKENDS:
+        add("backend-unknown", info.name, info.config_file,
+            f"backend {backend!r} (from the model name) is not one the linter knows; Triton loads it only where that "
+            "backend is installed (its files are not checked)")
 
 
 def effective_platform(info: ModelInfo) -> str:

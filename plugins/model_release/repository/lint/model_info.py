@@ -8,7 +8,7 @@ from typing import Callable
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-from .lint_python import PythonAnalysis
+from .python_analysis import PythonAnalysis
 
 #: how a rule module reports: add(rule, model, file, message)
 Add = Callable[[str, str, str, str], None]
@@ -29,6 +29,7 @@ class ModelInfo:
     python: dict[int, PythonAnalysis] = field(default_factory=dict)
     deps: set[str] = field(default_factory=set)  # ensemble steps and BLS targets
     steps: set[str] = field(default_factory=set)  # ensemble steps only: what Triton loads first
+    unread_completion: str = ""  # why what Triton completes in the config cannot be known (empty: it can)
 
     @property
     def instances(self) -> int:

@@ -14,7 +14,7 @@ import re
 import stat
 from pathlib import Path
 
-from .config import CONFIG_FILE, ConfigParseError, parse_config
+from ..config import CONFIG_FILE, ConfigParseError, parse_config
 from .findings import listing
 from .model_info import Add, ModelInfo
 
@@ -240,6 +240,11 @@ def check_model_files(info: ModelInfo, add: Add) -> None:
     expected = config.default_model_filename or DEFAULT_FILES.get(
         config.platform if config.platform.startswith("tensorflow") else info.kind
     )
+    if info.kind == "python" and expected and not expected.endswith(".py"):
+        add("python-filename", name, info.config_file,
+            f"the python backend imports its model file as a module, so it must end in .py; {expected!r} does not, and "
+            f"Triton refuses the model (\"Model name must end with '.py'\"): name the file (default_model_filename) *.py"
+            + (", or set backend: \"python\" so model.py is used" if config.default_model_filename == "model.python" else ""))
     for version in info.served:
         folder = info.folders.get(version)
         if folder is None:
@@ -249,7 +254,7 @@ def check_model_files(info: ModelInfo, add: Add) -> None:
         except OSError as exc:
             add("file-unreadable", name, f"{name}/{version}/", f"the version folder cannot be listed ({exc.strerror})")
             continue
-        if not present:
+        if not present and expected:  # a custom backend (an identity model) may need no file at all
             add("version-empty", name, f"{name}/{version}/",
                 f"version folder {version} is empty; put {expected or 'the model files'} in it or remove it")
         elif expected and expected not in present:

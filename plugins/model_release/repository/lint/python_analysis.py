@@ -16,6 +16,8 @@ import builtins
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from .autocomplete_read import Completion, read_completion
+
 _BUILTINS = frozenset(dir(builtins)) | {"__file__", "__name__", "__doc__", "__spec__", "__builtins__", "__loader__"}
 
 
@@ -44,6 +46,7 @@ class PythonAnalysis:
     blocking_exec: int | None = None  # line of a blocking .exec() call
     execute_returns_value: int | None = None  # line of a `return <value>` in execute
     execute_returns: bool = False
+    completion: Completion | None = None  # what auto_complete_config sets (None: there is none)
 
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
@@ -270,6 +273,7 @@ def analyze(source: str) -> PythonAnalysis:
 
 def _analyze(source: str, result: PythonAnalysis) -> None:
     tree = ast.parse(source)
+    result.completion = read_completion(tree)
     walk = _walk(tree)
     outside = walk.outside + [("return", r.lineno) for r, func in walk.returns if func is None]
     outside += [("await", a.lineno) for a, func in walk.awaits if func is None]

@@ -12,8 +12,8 @@ import json
 import sys
 
 from .findings import safe_text
-from .lint import lint_repository
-from .rules import RULES, explain
+from .linter import lint_repository
+from .rulebook import RULES, explain
 
 _ORDER_SHOWN = 20  # models of the load order printed in text mode (--json has them all)
 
@@ -29,6 +29,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--explain", metavar="RULE", help="what RULE catches, what Triton does with it, in its words")
     parser.add_argument("--rules", action="store_true", help="list every rule: severity, what Triton does, what it catches")
+    parser.add_argument("--disable-auto-complete-config", action="store_true",
+                        help="lint for a server started with this flag: no backend completes a config (model.py's "
+                             "auto_complete_config, tensors from an ONNX file or a plan), so config.pbtxt must be whole")
+    parser.add_argument("--strict-model-config", choices=("true", "false"), default="false",
+                        help="Triton's older spelling: true is --disable-auto-complete-config")
     args = parser.parse_args(argv)
     if args.explain:
         return _explain(args.explain)
@@ -39,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.path:
         parser.error("give the repository's PATH (or --explain RULE, or --rules)")
     try:
-        report = lint_repository(args.path)
+        auto_complete = not args.disable_auto_complete_config and args.strict_model_config == "false"
+        report = lint_repository(args.path, auto_complete=auto_complete)
     except OSError as exc:  # the linter reports what it can read; anything else is one line, never a traceback
         print(f"model-release lint: cannot read {safe_text(repr(args.path), 300)}: {exc.strerror or exc}", file=sys.stderr)
         return 2

@@ -49,6 +49,7 @@ _MRM = "core src/model_repository_manager/model_repository_manager.cc"
 _LIFE = "core src/model_repository_manager/model_lifecycle.cc VersionsToLoad"
 _IO = f"{_MCU} ValidateIOShape (called from core src/model.cc Model::Init)"
 _PB = "python_backend src/pb_stub.cc"
+_PBU = "python_backend src/resources/triton_python_backend_utils.py"
 
 RULES: dict[str, Rule] = {
     # --- the repository and its files ----------------------------------------------------
@@ -70,7 +71,8 @@ RULES: dict[str, Rule] = {
     # --- platform and backend -------------------------------------------------------------
     "platform-missing": Rule(ERROR, REFUSES, "neither platform nor backend, nor a model file to infer one from",
                              "Invalid model name: Could not determine backend for model '...'", f"{_MCU} AutoCompleteBackendFields"),
-    "platform-inferred": Rule(WARNING, ACCEPTS, "no platform or backend: Triton infers the backend from the file name"),
+    "platform-inferred": Rule(WARNING, ACCEPTS, "no platform or backend: Triton infers the backend from the file name, "
+                                                "or from a model name '<name>.<backend>'"),
     "platform-unknown": Rule(ERROR, REFUSES, "a platform Triton does not know, and no backend",
                              "unexpected platform type '...' for ...", f"{_MCU} ValidateModelConfig"),
     "platform-backend-pair": Rule(ERROR, REFUSES, "a platform that is not the one of its onnxruntime/tensorrt/pytorch/tensorflow backend",
@@ -84,8 +86,30 @@ RULES: dict[str, Rule] = {
     "scheduling-not-ensemble": Rule(ERROR, REFUSES, "ensemble_scheduling on a model that is not an ensemble",
                                     "ensemble scheduling cannot be set for model '...' whose platform is not ensemble", _ENS_CFG),
     "model-file-missing": Rule(ERROR, REFUSES, "a served version folder lacks the file its backend loads"),
+    "python-filename": Rule(ERROR, REFUSES, "a python model file (default_model_filename) not ending in .py, e.g. model.python "
+                            "for a model named '<name>.python'", "Model name must end with '.py'.",
+                            f"{_PB} ModelContext::StubSetup"),
     "python-parameter-invalid": Rule(ERROR, REFUSES, "FORCE_CPU_ONLY_INPUT_TENSORS other than yes or no",
                                      "Incorrect value for FORCE_CPU_ONLY_INPUT_TENSORS: ...", "python_backend src/python_be.cc ModelState"),
+    # --- what Triton completes (auto-complete) ---------------------------------------------
+    "autocomplete-invalid": Rule(ERROR, REFUSES, "auto_complete_config fails whatever the config: a tensor without name, "
+                                 "data_type or dims or with another key, a policy key other than decoupled, a method "
+                                 "ModelConfig lacks, a wrong signature, no return of its argument",
+                                 "input '...' in auto-complete-config function for model '...' is missing 'dims' property. / "
+                                 "auto_complete_config function in model '...' must return a valid pb.ModelConfig object.",
+                                 f"{_PBU} ModelConfig; {_PB} AutoCompleteModelConfig"),
+    "autocomplete-conflict": Rule(ERROR, REFUSES, "what Triton completes contradicts config.pbtxt: a tensor's data_type, dims "
+                                  "or optional, a max_batch_size below the config's, dynamic batching on a sequence-batched "
+                                  "model, decoupled; an ONNX file that cannot batch under a non-zero max_batch_size",
+                                  "configuration expects datatype TYPE_INT32 for input '...', model provides TYPE_FP32 / "
+                                  "trying to change decoupled property in auto-complete-config for model '...'",
+                                  f"{_PBU} ModelConfig; onnxruntime_backend src/onnxruntime.cc AutoCompleteMaxBatch"),
+    "autocomplete-ignored": Rule(WARNING, ACCEPTS, "auto_complete_config gives a data_type that is not a Triton type name "
+                                 "(FP32 for TYPE_FP32): Triton cannot read the completed config back and ignores all of it "
+                                 "(measured on 2.51: the model loads with config.pbtxt as it is)",
+                                 source="core src/backend_model.cc TritonModel::UpdateModelConfig (JsonToModelConfig)"),
+    "autocomplete-unread": Rule(WARNING, UNDECIDED, "a check that depends on what Triton completes, where the linter cannot "
+                                "read that (auto_complete_config not literal, a TensorRT plan, an unreadable ONNX file)"),
     # --- versions -----------------------------------------------------------------------
     "version-none": Rule(ERROR, REFUSES, "no version folder the policy serves",
                          "at least one version must be available under the version policy of model '...'", _LIFE),
@@ -236,6 +260,8 @@ NOT_FROM_FILES = {
     "file-symlink": "what the symlink points to: Triton follows it, the linter does not read through it",
     "file-too-large": "the file's content: the linter does not read it",
     "config-autocomplete": "the config Triton will infer from the model file",
+    "autocomplete-unread": "what auto_complete_config sets when it is computed at run time, and the tensors of a "
+                           "TensorRT plan (read only with TensorRT) or of an ONNX file onnx cannot load",
     "model-file-missing": "for onnxruntime, tensorrt and other backends, whether the file's graph matches the "
                           "config (the canary's onnxruntime shim checks ONNX inputs and outputs)",
 }

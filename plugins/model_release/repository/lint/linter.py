@@ -7,9 +7,9 @@ know before run time). Every finding names the rule, the model, the file and the
 :data:`RULES` says for each what Triton does and where it checks it (``model-release lint
 --explain RULE``). :func:`lint_repository` is the API.
 
-The rule families live in their own modules: :mod:`.lint_files` (config.pbtxt, versions, model
-files), :mod:`.lint_config` (platform, tensors, scheduling), :mod:`.lint_ensemble`,
-:mod:`.lint_pymodel` (model.py and BLS); this module walks the repository and adds the rules on
+The rule families live in their own modules: :mod:`.file_rules` (config.pbtxt, versions, model
+files), :mod:`.config_rules` (platform, tensors, scheduling), :mod:`.ensemble_rules`,
+:mod:`.python_rules` (model.py and BLS); this module walks the repository and adds the rules on
 the dependency graph.
 """
 
@@ -17,31 +17,55 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .autocomplete import DEPENDS_ON_COMPLETION, complete
 from .callgraph import call_depths, cycles, load_order
-from .config import CONFIG_FILE
+from ..config import CONFIG_FILE
 from .findings import ERROR, WARNING, Finding, LintReport, listing
-from .lint_config import check_kind, check_scheduling, check_tensors
-from .lint_ensemble import check_ensemble
-from .lint_files import check_model_files, inferred_backend, is_symlink, read_config, scan_versions
-from .lint_pymodel import PythonReader, check_python
+from .config_rules import backend_from_name, check_kind, check_scheduling, check_tensors
+from .ensemble_rules import check_ensemble
+from .file_rules import check_model_files, inferred_backend, is_symlink, read_config, scan_versions
+from .python_rules import PythonReader, check_python
 from .model_info import ModelInfo
-from .rules import REFUSES, RULES
+from .rulebook import REFUSES, RULES
 
 __all__ = ["RULES", "ERROR", "WARNING", "Finding", "LintReport", "ModelInfo", "lint_repository"]
 
 
 class _Linter:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, auto_complete: bool = True) -> None:
         self.root = root
+        self.auto_complete = auto_complete
         self.findings: list[Finding] = []
         self.models: dict[str, ModelInfo] = {}
         self.refused: set[str] = set()  # models with a finding Triton refuses to load
         self.python = PythonReader(self.add)
 
     def add(self, rule: str, model: str, file: str, message: str) -> None:
+        unread = self._unread_completion(rule, model) if rule in DEPENDS_ON_COMPLETION else ""
+        if unread:
+            rule, message = "autocomplete-unread", f"{message} [{rule}, only a warning: {unread}, so Triton may complete it]"
         self.findings.append(Finding(rule, RULES[rule].severity, model, file, message))
         if RULES[rule].triton == REFUSES:
             self.refused.add(model)
+
+    def _add_new(self, rule: str, model: str, file: str, message: str) -> None:
+        """``add``, unless the same finding is already there (a check run again on the completed config)."""
+        before = len(self.findings)
+        self.add(rule, model, file, message)
+        if self.findings[-1] in self.findings[:before]:
+            self.findings.pop()
+
+    def _unread_completion(self, rule: str, model: str) -> str:
+        """Why what ``rule`` checks on ``model`` may be completed unseen: the model's own completion, a member's for
+        an ensemble rule, a target's for a BLS rule (empty: it may not)."""
+        info = self.models.get(model)
+        related = [model]
+        if info is not None and rule.startswith("ensemble-"):
+            related += sorted(info.steps)
+        elif info is not None and rule.startswith("bls-"):
+            related += sorted(info.deps)
+        return next((self.models[m].unread_completion for m in related
+                     if m in self.models and self.models[m].unread_completion), "")
 
     # --- one model -------------------------------------------------------------------------
 
@@ -66,24 +90,33 @@ class _Linter:
         check_kind(info, self.add)
         scan_versions(info, self.add)
         check_model_files(info, self.add)
+        if info.kind == "python":
+            self.python.read(info)
+        check_scheduling(info, self.add)  # ValidateModelConfig at the repository stage, before a backend completes it
+        raw = info.config
+        complete(info, self.add, self.auto_complete)  # what the backend fills in, then checked again (Model::Init)
         check_tensors(info, self.add)
-        check_scheduling(info, self.add)
+        if info.config is not raw:
+            check_scheduling(info, self._add_new)
         if info.kind == "ensemble":
             info.steps = {step.model_name for step in config.ensemble_scheduling.step}
             info.deps.update(info.steps)
-        elif info.kind == "python":
-            self.python.read(info)
 
     def _no_config(self, info: ModelInfo) -> None:
-        inferred = inferred_backend(info.path)
-        if inferred:
+        from_file, from_name = inferred_backend(info.path), backend_from_name(info.name)
+        if not self.auto_complete:
+            self.add("config-missing", info.name, info.config_file,
+                     "no config.pbtxt, and with auto-complete off (--disable-auto-complete-config) Triton reads it and "
+                     "fails without it; write config.pbtxt with name, backend (or platform), inputs and outputs")
+        elif from_file or from_name:
+            source = "the model file" if from_file else f"the model name (backend {from_name!r} after its first '.')"
             self.add("config-autocomplete", info.name, info.config_file,
-                     f"no config.pbtxt: Triton will infer a {inferred} config from the model file, which the "
+                     f"no config.pbtxt: Triton will infer a {from_file or from_name} config from {source}, which the "
                      "linter cannot check; write config.pbtxt with the inputs, outputs and batch size you mean")
         else:
             self.add("config-missing", info.name, info.config_file,
-                     "no config.pbtxt and no model file Triton could infer one from; write config.pbtxt "
-                     "with name, backend (or platform), inputs and outputs")
+                     "no config.pbtxt, no model file Triton could infer one from, and no '.<backend>' in the model "
+                     "name; write config.pbtxt with name, backend (or platform), inputs and outputs")
 
     # --- the dependency graph --------------------------------------------------------------
 
@@ -145,11 +178,13 @@ def _model_folders(root: Path, linter: _Linter) -> list[Path]:
     return [p for p in entries if not p.name.startswith(".") and p.is_dir()]
 
 
-def lint_repository(path: str | Path) -> LintReport:
+def lint_repository(path: str | Path, *, auto_complete: bool = True) -> LintReport:
     """Lint the Triton model repository at ``path``.
 
     Args:
         path: the repository folder (one sub-folder per model).
+        auto_complete: whether the server completes configs (its default); False as for a server started with
+            ``--disable-auto-complete-config`` (or ``--strict-model-config=true``): no backend fills anything in.
 
     Returns:
         The findings (errors and warnings) and the load order, dependencies first.
@@ -160,7 +195,7 @@ def lint_repository(path: str | Path) -> LintReport:
         report.findings.append(Finding("repo-not-found", ERROR, "", str(root),
                                        f"{str(root)!r} is not a folder; give the model repository's path"))
         return report
-    linter = _Linter(root)
+    linter = _Linter(root, auto_complete)
     for folder in _model_folders(root, linter):
         linter.scan(folder)
     for info in linter.models.values():
