@@ -164,7 +164,7 @@ def run_export(spec: ReleaseSpec, ws: Workspace, intake: IntakeResult) -> Export
 
 
 def run_tensorrt(spec: ReleaseSpec, ws: Workspace, export: ExportResult) -> TensorRTResult:
-    from .tensorrt import build_plan
+    from .tensorrt.stage import build_plan
 
     return run_stage(ws, "tensorrt", build_plan, spec, export, ws)
 
