@@ -19,7 +19,7 @@ from model_release.repository.assemble import assemble
 from model_release.workspace import Workspace
 
 from . import fake_pb_utils as pb
-from .repo_support import INPUT, export_result, intake_result, make_spec
+from .support import INPUT, export_result, intake_result, make_spec
 
 
 def _load(path: Path, monkeypatch):

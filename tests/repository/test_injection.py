@@ -12,7 +12,7 @@ from model_release.repository.assemble import assemble
 from model_release.repository.render import py_literal, render
 from model_release.workspace import Workspace
 
-from .repo_support import export_result, intake_result, make_spec
+from .support import export_result, intake_result, make_spec
 
 HOSTILE = [
     '"); import os; os.system("touch /tmp/pwned") #',
