@@ -27,7 +27,7 @@ from model_release.repository.assemble import assemble  # noqa: E402
 from model_release.repository.config import parse_config, read_config, write_config  # noqa: E402
 from model_release.repository.lint import lint_repository  # noqa: E402
 from model_release.workspace import Workspace  # noqa: E402
-from tests.repository.repo_support import export_result, intake_result, make_spec, sklearn_onnx  # noqa: E402
+from tests.repository.support import export_result, intake_result, make_spec, sklearn_onnx  # noqa: E402
 
 
 def _copy_renamed(source: Path, target: Path, names: dict[str, str]) -> None:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from airflow.sdk import DAG, Param
 
+from model_release.airflow.dagfiles import ALIAS_PATTERN, RELEASE_ID_PATTERN
 from model_release.airflow.dags import build_release_dag, channel_asset
-from model_release.names import ALIAS, RELEASE_ID, anchored
 
 #: the production channel's Asset (a promotion emits an event on it; see dags/model_release_downstream.py)
 PRODUCTION = channel_asset("production")
@@ -45,9 +45,9 @@ with DAG(
     tags=["model-release", "triton", "mlflow"],
     params={
         "spec": Param("releases/iris.yaml", type="string", minLength=1, description="release spec (YAML), relative to the project"),
-        "alias": Param(None, type=["null", "string"], pattern=anchored(ALIAS), description="override model.alias"),
+        "alias": Param(None, type=["null", "string"], pattern=ALIAS_PATTERN, description="override model.alias"),
         "version": Param(None, type=["null", "integer"], minimum=1, description="override with a model version"),
-        "release_id": Param(None, type=["null", "string"], pattern=anchored(RELEASE_ID)),
+        "release_id": Param(None, type=["null", "string"], pattern=RELEASE_ID_PATTERN),
         "promote": Param(True, type="boolean", description="false: stop after the canary"),
         "workspace": Param(None, type=["null", "string"], minLength=1,
                            description="s3://BUCKET/PREFIX (workers share no disk) or a folder every worker mounts"),

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from airflow.sdk import DAG, Param, get_current_context, task
 
+from model_release.airflow.dagfiles import CHANNEL_PATTERN, RELEASE_ID_PATTERN
 from model_release.airflow.dags import channel_asset
-from model_release.names import RELEASE_ID, anchored
 
 PRODUCTION = channel_asset("production")
 
@@ -29,9 +29,9 @@ with DAG(
     tags=["model-release", "rollback"],
     params={
         "spec": Param("releases/iris.yaml", type="string", minLength=1, description="the spec whose store and alias to use"),
-        "channel": Param(None, type=["null", "string"], pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,63}$",
+        "channel": Param(None, type=["null", "string"], pattern=CHANNEL_PATTERN,
                          description="the channel (default: the spec's promote.channel)"),
-        "to_release": Param(None, type=["null", "string"], pattern=anchored(RELEASE_ID),
+        "to_release": Param(None, type=["null", "string"], pattern=RELEASE_ID_PATTERN,
                             description="the release to return to (default: the previous one)"),
     },
 ) as dag:

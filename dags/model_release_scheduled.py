@@ -7,18 +7,14 @@ DAG refuses it with the full message). The schedule is the spec's ``schedule``.
 
 from __future__ import annotations
 
-import logging
 import os
 from datetime import datetime, timezone
 from pathlib import Path
 
 from airflow.sdk import DAG, Param
 
+from model_release.airflow.dagfiles import airflow_schedule, scheduled_specs
 from model_release.airflow.dags import build_release_dag
-from model_release.errors import SpecError
-from model_release.spec import load_spec, schedule_value
-
-log = logging.getLogger(__name__)
 
 HOME = Path(os.environ.get("MODEL_RELEASE_HOME", Path(__file__).resolve().parents[1]))
 RELEASES = Path(os.environ.get("MODEL_RELEASE_SPECS", HOME / "releases"))
@@ -39,18 +35,13 @@ by another run, the run ends with every task **skipped**, and nothing else is to
 """
 
 
-def _dag_for(path: Path) -> DAG | None:
-    try:
-        spec = load_spec(path)
-    except SpecError as exc:
-        log.error("no scheduled DAG for %s: %s", path, exc)
-        return None
+def _dag_for(path: Path, spec) -> DAG:  # noqa: ANN001 - a model_release.spec.ReleaseSpec
     with DAG(
         dag_id=f"model_release__{spec.name}",
         description=f"Scheduled release of {spec.model.uri} to channel {spec.promote.channel}",
         doc_md=DOC.format(spec=path.name, schedule=spec.schedule or "trigger (no schedule in the spec)",
                           model=spec.model.uri, channel=spec.promote.channel, store=spec.promote.store),
-        schedule=schedule_value(spec.schedule),
+        schedule=airflow_schedule(spec),
         start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
         catchup=False,
         max_active_runs=1,
@@ -69,8 +60,7 @@ def _dag_for(path: Path) -> DAG | None:
     return dag
 
 
-for _path in sorted(RELEASES.glob("*.yaml")):
-    _dag = _dag_for(_path)
-    if _dag is not None:
-        globals()[_dag.dag_id] = _dag
-del _path, _dag
+for _path, _spec in scheduled_specs(RELEASES):
+    _dag = _dag_for(_path, _spec)
+    globals()[_dag.dag_id] = _dag
+del _path, _spec, _dag

@@ -24,7 +24,7 @@ import pytest
 from model_release.cli import main
 from model_release.store import open_store, promote
 
-from .store.helpers import make_release
+from .store.support import make_release
 
 ESC = "\x1b"
 

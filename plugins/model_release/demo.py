@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .stages import CANARY, PROMOTE
 from .workspace import new_release_id
 
 MODEL_NAME = "iris-classifier"
@@ -149,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _read_release(ws: Path, release_id: str, version: str, what: str) -> dict[str, Any] | None:
     """What the DAG run left in the release's workspace: the canary's verdict and, if any, the promotion."""
-    canary_json, promote_json = ws / "canary" / "canary.json", ws / "promote" / "promote.json"
+    canary_json, promote_json = ws / CANARY / f"{CANARY}.json", ws / PROMOTE / f"{PROMOTE}.json"
     if not canary_json.is_file():
         return None
     from .workspace import absolute_paths

@@ -26,6 +26,7 @@ from .errors import IntakeError, ModelReleaseError, ServiceUnavailable
 from .mlflow_env import quiet_mlflow_env
 from .mlmodel import read_mlmodel, triton_name
 from .safe_text import redact
+from .stages import INTAKE
 from .types import IntakeResult, TensorSpec
 from .workspace import Workspace, sha256_file
 
@@ -122,7 +123,7 @@ def resolve(
     version = _find_version(client, ref.name, ref.alias, ref.version)
     run = _get_run(client, version.run_id) if version.run_id else None
 
-    stage = ws.stage_dir("intake", fresh=True)
+    stage = ws.stage_dir(INTAKE, fresh=True)
     where = f'model "{ref.name}" version {version.version}'
     model_dir = _download(ref.name, str(version.version), stage / "model", tracking_uri)
     mlmodel = _read_downloaded(model_dir, where, str(version.source))

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from .errors import ConflictError, GateError, ModelReleaseError, UserError
 from .safe_text import redact
 from .spec import ReleaseSpec
+from .stages import ASSEMBLE, CANARY, EXPORT, FOLDERS, INTAKE, PROMOTE, TENSORRT
 from .types import (
     AssembleResult, CanaryResult, ExportResult, IntakeResult, PromoteResult, TensorRTResult, _Serialisable,
 )
@@ -30,10 +31,6 @@ from .workspace import Workspace, atomic_write_json
 log = logging.getLogger(__name__)
 
 R = TypeVar("R")
-
-#: the workspace folder of each stage whose folder is not named after it
-RESULT_DIRS = {"assemble": "repository"}
-
 
 @dataclass
 class Services:
@@ -80,7 +77,7 @@ def run_stage(ws: Workspace, stage: str, fn: Callable[..., R], *args: Any, **kwa
     Raises:
         ModelReleaseError: whatever the stage raised, with ``.stage`` set when it was not.
     """
-    folder = RESULT_DIRS.get(stage, stage)
+    folder = FOLDERS.get(stage, stage)
     started = time.perf_counter()
     try:
         result = fn(*args, **kwargs)
@@ -153,20 +150,20 @@ def run_intake(spec: ReleaseSpec, ws: Workspace, services: Services) -> IntakeRe
     from .intake import resolve
 
     log.info("intake: resolving %s", spec.model.uri)
-    return run_stage(ws, "intake", resolve, spec, ws, tracking_uri=services.tracking_uri)
+    return run_stage(ws, INTAKE, resolve, spec, ws, tracking_uri=services.tracking_uri)
 
 
 def run_export(spec: ReleaseSpec, ws: Workspace, intake: IntakeResult) -> ExportResult:
     from .export import export
 
     log.info("export: %s version %s to ONNX (opset %s)", intake.model_name, intake.version, spec.export.opset)
-    return run_stage(ws, "export", export, spec, intake, ws)
+    return run_stage(ws, EXPORT, export, spec, intake, ws)
 
 
 def run_tensorrt(spec: ReleaseSpec, ws: Workspace, export: ExportResult) -> TensorRTResult:
-    from .tensorrt import build_plan
+    from .tensorrt.stage import build_plan
 
-    return run_stage(ws, "tensorrt", build_plan, spec, export, ws)
+    return run_stage(ws, TENSORRT, build_plan, spec, export, ws)
 
 
 def run_assemble(
@@ -174,7 +171,7 @@ def run_assemble(
 ) -> AssembleResult:
     from .repository.assemble import assemble
 
-    result = run_stage(ws, "assemble", assemble, spec, intake, export, ws, tensorrt=tensorrt)
+    result = run_stage(ws, ASSEMBLE, assemble, spec, intake, export, ws, tensorrt=tensorrt)
     for warning in result.warnings:
         log.warning("lint: %s", warning)
     return result
@@ -208,7 +205,7 @@ def run_canary(
         )
 
     try:
-        return run_stage(ws, "canary", stage)
+        return run_stage(ws, CANARY, stage)
     except CanaryRejected as exc:
         if keep_rejected and isinstance(exc.result, CanaryResult):
             keep_rejected_reports(spec, ws, services, exc.result)
@@ -270,7 +267,7 @@ def run_promote(
         if canary.champion_pinned:
             _same_champion(store, spec.promote.channel, canary.champion_release, ws.release_id)
         release_dir = bundle_release(
-            ws.stage_dir("promote", fresh=True) / "release",
+            ws.stage_dir(PROMOTE, fresh=True) / "release",
             repository_dir=canary.repository_dir or assembled.repository_dir, manifest_path=assembled.manifest_path,
             reports=[canary.report_json, canary.report_html, export.parity_report],
             canary={"passed": canary.passed, "summary": canary.summary, "report": "reports/report.json",
@@ -290,7 +287,7 @@ def run_promote(
         except ConflictError as exc:
             raise _judged_against(exc, spec.promote.channel, canary.champion_release, exc.winner) from None
 
-    return run_stage(ws, "promote", stage)
+    return run_stage(ws, PROMOTE, stage)
 
 
 def _same_champion(store: Any, channel: str, judged: str | None, release_id: str) -> None:

@@ -47,10 +47,9 @@ from typing import Any, BinaryIO, Protocol, TypeVar
 from .errors import UserError
 from .names import check_release_id
 from .safe_text import echo, redact_tree
+from .stages import STAGE_FOLDERS
 
 T = TypeVar("T")
-
-STAGES = ("intake", "export", "tensorrt", "repository", "canary", "promote")
 
 #: how a saved result writes a path inside the release folder (resolved again on load)
 WORKSPACE_MARK = "@workspace/"
@@ -211,7 +210,7 @@ class Workspace:
         held = sorted(p.name for p in self.path.iterdir())
         if not held or (owner is not None and self.owner() == owner):
             return
-        stages = [s for s in STAGES if (self.path / s).is_dir()] or held[:8]
+        stages = [s for s in STAGE_FOLDERS if (self.path / s).is_dir()] or held[:8]
         raise UserError(
             f"release id {self.release_id!r} is taken: its workspace {self.path} already holds a release "
             f"({', '.join(stages)}); nothing was written. Choose another --release-id (or leave it out for a new one); "
@@ -269,8 +268,8 @@ class Workspace:
 
     def stage_dir(self, stage: str, *, fresh: bool = False) -> Path:
         """The stage's folder, created; ``fresh`` empties it first (a retried stage replaces its output whole)."""
-        if stage not in STAGES:
-            raise ValueError(f"unknown stage {stage!r}; valid: {STAGES}")
+        if stage not in STAGE_FOLDERS:
+            raise ValueError(f"unknown stage {stage!r}; valid: {STAGE_FOLDERS}")
         d = self.path / stage
         if fresh and d.exists():
             shutil.rmtree(d)

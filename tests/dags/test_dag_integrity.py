@@ -95,3 +95,53 @@ def test_the_core_never_imports_airflow() -> None:
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
             offenders += [f"{path.relative_to(PROJECT)}:{node.lineno} imports {n}" for n in names if n == "airflow" or n.startswith("airflow.")]
     assert offenders == []
+
+
+def core_imports(folder: Path) -> list[str]:
+    """Every import in ``folder``'s DAG files of model-release outside ``model_release.airflow``
+    (at module level, inside tasks and under ``TYPE_CHECKING`` alike)."""
+    import ast
+
+    offenders = []
+    for path in sorted(folder.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module] if node.module != "model_release" else [f"model_release.{a.name}" for a in node.names]
+            else:
+                continue
+            offenders += [(path.name, node.lineno, n) for n in names
+                          if (n == "model_release" or n.startswith("model_release."))
+                          and n != "model_release.airflow" and not n.startswith("model_release.airflow.")]
+    return [f"{name}:{line} imports {module}" for name, line, module in sorted(offenders)]
+
+
+def test_dag_files_reach_the_core_only_through_model_release_airflow() -> None:
+    """The dependency direction of DESIGN.md, from the other end: dags/ -> model_release.airflow -> the core."""
+    offenders = core_imports(PROJECT / "dags")
+    assert offenders == [], "give model_release.airflow (e.g. airflow/dagfiles.py) what these DAG files need: " + "; ".join(offenders)
+
+
+def test_the_dag_import_check_finds_a_direct_core_import(tmp_path: Path) -> None:
+    (tmp_path / "ok.py").write_text("from model_release.airflow.dags import channel_asset\nimport model_release.airflow\n")
+    (tmp_path / "bad.py").write_text(
+        "from model_release.names import NAME\n"
+        "def task():\n    import model_release.spec\n"
+        "from model_release import errors, airflow\n"
+    )
+    assert core_imports(tmp_path) == ["bad.py:1 imports model_release.names", "bad.py:3 imports model_release.spec",
+                                      "bad.py:4 imports model_release.errors"]
+
+
+def test_a_spec_that_does_not_validate_becomes_no_scheduled_dag(tmp_path: Path, caplog) -> None:
+    from model_release.airflow.dagfiles import airflow_schedule, scheduled_specs
+
+    (tmp_path / "good.yaml").write_text("name: good\nschedule: 30m\nmodel: {name: iris-classifier, alias: candidate}\n")
+    (tmp_path / "bad.yaml").write_text("name: bad\nmodel: {name: iris-classifier}\n")
+    with caplog.at_level("ERROR", logger="model_release.airflow.dagfiles"):
+        found = scheduled_specs(tmp_path)
+    assert [(p.name, s.name) for p, s in found] == [("good.yaml", "good")]
+    assert airflow_schedule(found[0][1]).total_seconds() == 1800
+    assert len(caplog.records) == 1 and "no scheduled DAG for" in caplog.text and "bad.yaml" in caplog.text
+    assert "give exactly one of model.alias" in caplog.text

@@ -206,7 +206,10 @@ def test_the_s3_endpoint_keeps_every_version_across_a_crash_and_a_restart(tmp_pa
         v1 = client.put_object(Bucket="model-store", Key="iris/channels/production.json", Body=b'{"release_id": "a"}')
         v2 = client.put_object(Bucket="model-store", Key="iris/channels/production.json", Body=b'{"release_id": "b"}',
                                IfMatch=v1["ETag"])
-        time.sleep(2.5)  # the autosave runs about a second after the last write
+        deadline = time.monotonic() + 30  # the autosave runs about a second after the last write
+        while not (state.exists() and v2["VersionId"].encode() in state.read_bytes()):  # written by a rename: whole
+            assert time.monotonic() < deadline, "the S3 endpoint did not save its state within 30 s of the last write"
+            time.sleep(0.1)
         proc.send_signal(signal.SIGKILL)  # a crash: no chance to save on the way out
         proc.wait()
         assert stat.S_IMODE(state.stat().st_mode) == 0o600

@@ -244,7 +244,7 @@ def main() -> None:
     args = parser.parse_args()
     import model_release.repository.lint as lint_module
 
-    from .repo_support import sklearn_onnx
+    from .support import sklearn_onnx
 
     workdir = Path(tempfile.mkdtemp(prefix="lint-agreement-"))
     start = time.perf_counter()

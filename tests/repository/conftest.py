@@ -4,8 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from .repo_support import sklearn_onnx
-from .triton_support import LocalTriton
+from .support import LocalTriton, sklearn_onnx
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,7 @@ from model_release.repository.manifest import finalize_manifest, hash_tree
 from model_release.types import TensorRTResult
 from model_release.workspace import Workspace, sha256_file
 
-from .repo_support import export_result, intake_result, make_spec
+from .support import export_result, intake_result, make_spec
 
 
 def _tensors(tensors) -> list[tuple[str, str, list[int]]]:

@@ -13,7 +13,7 @@ from model_release.repository.config import read_config
 from model_release.repository.lint import lint_repository
 from model_release.workspace import Workspace
 
-from .repo_support import export_result, intake_result, make_spec
+from .support import export_result, intake_result, make_spec
 
 names = st.from_regex(r"[A-Za-z][A-Za-z0-9_\-]{0,20}", fullmatch=True)
 labels = st.lists(st.text(min_size=1, max_size=12), min_size=3, max_size=3, unique=True)

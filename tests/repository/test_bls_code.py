@@ -13,14 +13,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from model_release.repository.assemble import assemble
 from model_release.workspace import Workspace
 
 from . import fake_pb_utils as pb
-from .repo_support import INPUT, export_result, intake_result, make_spec
-
-torch = pytest.importorskip("torch")
+from .support import INPUT, export_result, intake_result, make_spec
 
 
 def _load(path: Path, monkeypatch):

@@ -12,7 +12,7 @@ from model_release.repository.assemble import assemble
 from model_release.repository.render import py_literal, render
 from model_release.workspace import Workspace
 
-from .repo_support import export_result, intake_result, make_spec
+from .support import export_result, intake_result, make_spec
 
 HOSTILE = [
     '"); import os; os.system("touch /tmp/pwned") #',
@@ -88,13 +88,17 @@ def test_hostile_onnx_tensor_names_stop_the_assembler(tmp_path):
         assemble(make_spec(shape="classifier", preprocess=True), intake_result(), export_result(path), Workspace("evil", tmp_path / "ws"))
 
 
-@pytest.mark.parametrize("shape", ["single", "classifier", "cascade"])
-def test_a_name_with_a_trailing_newline_is_refused(onnx_models, tmp_path, shape):
+@pytest.mark.parametrize(("shape", "refused_as"), [
+    ("single", "model name"),  # the model folder's name
+    ("classifier", "template value"),  # the name as rendered into the python models
+    ("cascade", "template value"),
+])
+def test_a_name_with_a_trailing_newline_is_refused(onnx_models, tmp_path, shape, refused_as):
     # the spec's own name check lets "iris\n" through ($ matches before a final newline)
     block = {"cascade": {"large": str(onnx_models["tree"]), "threshold": 0.9}} if shape == "cascade" else {}
     spec = make_spec(shape=shape, **block)
     spec = spec.model_copy(update={"name": "iris\n"})
-    with pytest.raises((AssembleError, SpecError)):
+    with pytest.raises(AssembleError, match=rf"^{refused_as} 'iris\\n' is not a plain name \(.*\); "):
         assemble(spec, intake_result(), export_result(onnx_models["lr"]), Workspace("nl", tmp_path))
     assert not any("\n" in p.name for p in tmp_path.rglob("*"))
 

@@ -11,7 +11,7 @@ import pytest
 from model_release.repository.assemble import assemble
 from model_release.workspace import Workspace
 
-from .repo_support import INPUT, export_result, intake_result, iris, make_spec
+from .support import INPUT, export_result, intake_result, iris, make_spec
 
 pytestmark = pytest.mark.integration
 

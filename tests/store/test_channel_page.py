@@ -22,7 +22,7 @@ from model_release.store.keys import MANIFEST, page_key
 from model_release.types import CanaryResult
 from model_release.workspace import Workspace
 
-from .helpers import TriggerBackend, make_release
+from .support import TriggerBackend, make_release
 
 
 def _release(tmp_path: Path, name: str, accuracy: float, p99: float) -> Path:

@@ -22,7 +22,7 @@ from model_release.store import open_store, promote
 from model_release.store.cli import main as store_main
 
 from .conftest import fast_client
-from .helpers import make_release
+from .support import make_release
 
 pytestmark = pytest.mark.integration
 

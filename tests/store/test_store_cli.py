@@ -9,7 +9,7 @@ import pytest
 from model_release.store import promote, read_channel
 from model_release.store.cli import main
 
-from .helpers import make_release
+from .support import make_release
 
 pytestmark = pytest.mark.integration
 

@@ -24,7 +24,7 @@ from model_release.store.channels import repair_pointer
 from model_release.store.uploads import abort_stale_uploads
 
 from .conftest import fast_client
-from .helpers import CuttableProxy, TriggerBackend, history_agrees, make_release
+from .support import CuttableProxy, TriggerBackend, history_agrees, make_release
 
 pytestmark = pytest.mark.integration
 

@@ -22,7 +22,7 @@ from model_release.local.moto_process import MotoServer, ensure_bucket
 from model_release.store import open_store, promote, read_channel, verify_release
 
 from .conftest import fast_client
-from .helpers import CuttableProxy, TriggerBackend, history_agrees, make_release
+from .support import CuttableProxy, TriggerBackend, history_agrees, make_release
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,7 @@ from model_release.errors import ChecksumMismatch, SpecError, StoreError
 from model_release.store import history, open_store, promote, read_channel, stage_release, verify_release
 from model_release.store.keys import MARKER
 
-from .helpers import history_agrees, make_release
+from .support import history_agrees, make_release
 
 pytestmark = pytest.mark.integration
 

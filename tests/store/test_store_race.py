@@ -9,7 +9,7 @@ import pytest
 from model_release.errors import ConflictError
 from model_release.store import UNSET, move_channel, promote, read_channel, stage_release
 
-from .helpers import TriggerBackend, history_agrees, make_release
+from .support import TriggerBackend, history_agrees, make_release
 
 pytestmark = pytest.mark.integration
 

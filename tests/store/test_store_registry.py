@@ -11,7 +11,7 @@ from model_release.errors import StoreError
 from model_release.store import promote, read_channel, rollback
 from model_release.store.registry import TAG_RELEASE, TAG_REPORT, MlflowFollower
 
-from .helpers import make_release
+from .support import make_release
 
 pytestmark = pytest.mark.integration
 

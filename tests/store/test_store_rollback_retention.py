@@ -11,7 +11,7 @@ from model_release.store import (history, list_releases, promote, read_channel, 
                                  verify_release)
 from model_release.store.keys import MARKER
 
-from .helpers import history_agrees, make_release
+from .support import history_agrees, make_release
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ import pytest
 from model_release.errors import ConflictError, ServiceUnavailable, StoreError
 from model_release.store import promote, read_channel, rollback
 
-from .helpers import make_release
+from .support import make_release
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ from model_release.local.moto_process import ensure_bucket
 from model_release.store import open_store, promote, verify_release
 from model_release.store.cli import main as store_cli
 
-from .helpers import CuttableProxy, make_release
+from .support import CuttableProxy, make_release
 
 pytestmark = pytest.mark.integration
 

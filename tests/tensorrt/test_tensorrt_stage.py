@@ -49,24 +49,43 @@ def test_off_records_that_it_was_not_asked(tmp_path) -> None:
     assert result.built is False and "'off'" in result.reason
 
 
-def test_prefer_without_gpu_skips_with_the_reason(tmp_path) -> None:
-    env, missing = gpu_environment()
-    if not missing:
-        pytest.skip("this machine has a GPU with TensorRT; the CPU path is not exercised here")
+def _no_gpu():
+    """What gpu_environment reports on a worker without a GPU."""
+    return {}, "no NVIDIA GPU is visible (nvidia-smi found none)"
+
+
+def _gpu_without_tensorrt():
+    """What gpu_environment reports on a GPU worker without the tensorrt package."""
+    return {"gpu": "NVIDIA L4", "compute_capability": "8.9", "driver": "550.54"}, \
+        "the tensorrt Python package is not installed on this worker"
+
+
+def _never(*args):  # noqa: ANN002
+    raise AssertionError("no build may be attempted on a worker that cannot build TensorRT plans")
+
+
+@pytest.mark.parametrize("environment", [_no_gpu, _gpu_without_tensorrt])
+def test_prefer_without_gpu_skips_with_the_reason(tmp_path, environment) -> None:
+    env, missing = environment()
     spec = parse_spec({**BASE, "tensorrt": {"mode": "prefer"}})
-    result = build_plan(spec, _mlp_export(tmp_path), Workspace("r", tmp_path))
-    assert result.built is False
-    assert missing in result.reason and "prefer" in result.reason
+    result = build_plan(spec, _mlp_export(tmp_path), Workspace("r", tmp_path), environment=environment, build=_never)
+    assert result.built is False and result.environment == env
+    assert result.reason == f"skipped: {missing} (tensorrt.mode is 'prefer')"
 
 
-def test_require_without_gpu_stops_the_release(tmp_path) -> None:
-    _, missing = gpu_environment()
-    if not missing:
-        pytest.skip("this machine has a GPU with TensorRT; the CPU path is not exercised here")
+@pytest.mark.parametrize("environment", [_no_gpu, _gpu_without_tensorrt])
+def test_require_without_gpu_stops_the_release(tmp_path, environment) -> None:
+    _, missing = environment()
     spec = parse_spec({**BASE, "tensorrt": {"mode": "require"}})
-    with pytest.raises(GpuUnavailable) as err:
-        build_plan(spec, _mlp_export(tmp_path), Workspace("r", tmp_path))
-    assert "queue 'gpu'" in str(err.value) and "prefer" in str(err.value)
+    with pytest.raises(GpuUnavailable, match=r"tensorrt.mode is 'require' but this worker cannot build TensorRT plans: ") as err:
+        build_plan(spec, _mlp_export(tmp_path), Workspace("r", tmp_path), environment=environment, build=_never)
+    assert missing in str(err.value) and "queue 'gpu'" in str(err.value) and "'prefer'" in str(err.value)
+
+
+def test_the_default_environment_is_this_workers_own() -> None:
+    import inspect
+
+    assert inspect.signature(build_plan).parameters["environment"].default is gpu_environment
 
 
 def test_a_module_named_tensorrt_that_is_not_tensorrt_counts_as_not_installed(monkeypatch) -> None:

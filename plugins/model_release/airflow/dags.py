@@ -14,6 +14,8 @@ from typing import Any
 
 from airflow.sdk import DAG, Asset, get_current_context, task
 
+from ..stages import ASSEMBLE, CANARY, EXPORT, FINISH, INTAKE, PROMOTE, START, TENSORRT
+
 #: the XCom key start leaves when it skips the run (nothing new to release), with the reason
 NOTHING_NEW = "nothing_new"
 #: the retry delay of the release tasks (``$MODEL_RELEASE_RETRY_DELAY_S``, default 30 s)
@@ -54,7 +56,7 @@ def build_release_dag(dag: DAG, *, channel: str, scheduled: bool, retry_delay: t
     asset = channel_asset(channel)
     retries = {"retries": 1, "retry_delay": retry_delay}
 
-    @task(**retries)
+    @task(task_id=START, **retries)
     def start() -> dict:
         from model_release.airflow import tasks
 
@@ -68,43 +70,43 @@ def build_release_dag(dag: DAG, *, channel: str, scheduled: bool, retry_delay: t
             ctx["ti"].xcom_push(key=NOTHING_NEW, value=str(exc))
             raise
 
-    @task(**retries)
+    @task(task_id=INTAKE, **retries)
     def intake(ref: dict) -> dict:
         from model_release.airflow import tasks
 
         return tasks.intake(ref)
 
-    @task(**retries)
+    @task(task_id=EXPORT, **retries)
     def export(ref: dict) -> dict:
         from model_release.airflow import tasks
 
         return tasks.export(ref)
 
-    @task(queue="gpu", **retries)
+    @task(task_id=TENSORRT, queue="gpu", **retries)
     def tensorrt(ref: dict) -> dict:
         from model_release.airflow import tasks
 
         return tasks.tensorrt(ref)
 
-    @task(**retries)
+    @task(task_id=ASSEMBLE, **retries)
     def assemble(ref: dict) -> dict:
         from model_release.airflow import tasks
 
         return tasks.assemble(ref)
 
     # a gate's refusal fails at once (no retry); an outage, or a worker lost mid-canary, is retried
-    @task(pool="triton_canary", pool_slots=1, **retries)
+    @task(task_id=CANARY, pool="triton_canary", pool_slots=1, **retries)
     def canary(ref: dict) -> dict:
         from model_release.airflow import tasks
 
         return tasks.canary(ref)
 
-    @task(outlets=[asset], **retries)
+    @task(task_id=PROMOTE, outlets=[asset], **retries)
     def promote(ref: dict) -> dict:
         from model_release.airflow import tasks
 
         ref = tasks.promote(ref)
-        promoted = ref["stages"].get("promote")
+        promoted = ref["stages"].get(PROMOTE)
         if promoted and promoted["channel"] == channel:
             get_current_context()["outlet_events"][asset].extra = {
                 "action": "promote", "release_id": promoted["release_id"], "store": promoted["store_uri"],
@@ -113,13 +115,13 @@ def build_release_dag(dag: DAG, *, channel: str, scheduled: bool, retry_delay: t
             }
         return ref
 
-    @task(trigger_rule="all_done", **retries)
+    @task(task_id=FINISH, trigger_rule="all_done", **retries)
     def finish() -> dict:
         from model_release.airflow import tasks
 
         # pulled, not passed: a skipped or failed start leaves no reference, and that is an answer too
         ti = get_current_context()["ti"]
-        return tasks.finish(ti.xcom_pull(task_ids="start"), nothing_new=ti.xcom_pull(task_ids="start", key=NOTHING_NEW))
+        return tasks.finish(ti.xcom_pull(task_ids=START), nothing_new=ti.xcom_pull(task_ids=START, key=NOTHING_NEW))
 
     ref = start()
     done = promote(canary(assemble(tensorrt(export(intake(ref))))))

@@ -26,6 +26,7 @@ from ..mlflow_env import check_tracking_uri
 from ..names import check_release_id
 from ..pipeline import ReleaseRef, Services, preflight
 from ..spec import load_spec
+from ..stages import CANARY, EXPORT, INTAKE, PROMOTE, REPOSITORY, TENSORRT
 from ..types import AssembleResult, CanaryResult, ExportResult, IntakeResult, TensorRTResult
 from ..workspace import Workspace
 from .hooks import MlflowHook, ModelStoreHook, TritonCanaryHook
@@ -169,7 +170,7 @@ def intake(data: dict[str, Any]) -> dict[str, Any]:
 
     ref = ReleaseRef.from_dict(data)
     result = run_intake(ref.spec(), _workspace(ref), _services(ref))
-    return ref.after("intake", {"model": result.model_uri, "run_id": result.run_id, "digest": result.content_digest}).to_dict()
+    return ref.after(INTAKE, {"model": result.model_uri, "run_id": result.run_id, "digest": result.content_digest}).to_dict()
 
 
 @no_retry_on_user_error
@@ -178,8 +179,8 @@ def export(data: dict[str, Any]) -> dict[str, Any]:
 
     ref = ReleaseRef.from_dict(data)
     ws = _workspace(ref)
-    result = run_export(ref.spec(), ws, _required(ws, "intake", IntakeResult))
-    return ref.after("export", {"onnx_sha256": result.onnx_sha256, "cached": result.cached, "golden_rows": result.golden_rows}).to_dict()
+    result = run_export(ref.spec(), ws, _required(ws, INTAKE, IntakeResult))
+    return ref.after(EXPORT, {"onnx_sha256": result.onnx_sha256, "cached": result.cached, "golden_rows": result.golden_rows}).to_dict()
 
 
 @no_retry_on_user_error
@@ -188,8 +189,8 @@ def tensorrt(data: dict[str, Any]) -> dict[str, Any]:
 
     ref = ReleaseRef.from_dict(data)
     ws = _workspace(ref)
-    result = run_tensorrt(ref.spec(), ws, _required(ws, "export", ExportResult))
-    return ref.after("tensorrt", {"built": result.built, "reason": result.reason, "plan_sha256": result.plan_sha256}).to_dict()
+    result = run_tensorrt(ref.spec(), ws, _required(ws, EXPORT, ExportResult))
+    return ref.after(TENSORRT, {"built": result.built, "reason": result.reason, "plan_sha256": result.plan_sha256}).to_dict()
 
 
 @no_retry_on_user_error
@@ -199,10 +200,10 @@ def assemble(data: dict[str, Any]) -> dict[str, Any]:
     ref = ReleaseRef.from_dict(data)
     ws = _workspace(ref)
     result = run_assemble(
-        ref.spec(), ws, _required(ws, "intake", IntakeResult), _required(ws, "export", ExportResult),
-        ws.load_result("tensorrt", TensorRTResult),
+        ref.spec(), ws, _required(ws, INTAKE, IntakeResult), _required(ws, EXPORT, ExportResult),
+        ws.load_result(TENSORRT, TensorRTResult),
     )
-    return ref.after("repository", {"entry_model": result.entry_model, "models": result.models, "warnings": len(result.warnings)}).to_dict()
+    return ref.after(REPOSITORY, {"entry_model": result.entry_model, "models": result.models, "warnings": len(result.warnings)}).to_dict()
 
 
 @no_retry_on_user_error
@@ -212,10 +213,10 @@ def canary(data: dict[str, Any]) -> dict[str, Any]:
     ref = ReleaseRef.from_dict(data)
     ws = _workspace(ref)
     result = run_canary(
-        ref.spec(), ws, _services(ref, store=True, triton=True), _required(ws, "intake", IntakeResult),
-        _required(ws, "export", ExportResult), _required(ws, "repository", AssembleResult),
+        ref.spec(), ws, _services(ref, store=True, triton=True), _required(ws, INTAKE, IntakeResult),
+        _required(ws, EXPORT, ExportResult), _required(ws, REPOSITORY, AssembleResult),
     )
-    return ref.after("canary", {"passed": result.passed, "summary": result.summary, "report": result.report_json}).to_dict()
+    return ref.after(CANARY, {"passed": result.passed, "summary": result.summary, "report": result.report_json}).to_dict()
 
 
 @no_retry_on_user_error
@@ -226,12 +227,12 @@ def promote(data: dict[str, Any]) -> dict[str, Any]:
     ref = ReleaseRef.from_dict(data)
     ws = _workspace(ref)
     if not ref.promote:
-        return ref.after("promote", {}).to_dict()
+        return ref.after(PROMOTE, {}).to_dict()
     result = run_promote(
-        ref.spec(), ws, _services(ref, store=True), _required(ws, "export", ExportResult),
-        _required(ws, "repository", AssembleResult), _required(ws, "canary", CanaryResult), run=_run_record(ref),
+        ref.spec(), ws, _services(ref, store=True), _required(ws, EXPORT, ExportResult),
+        _required(ws, REPOSITORY, AssembleResult), _required(ws, CANARY, CanaryResult), run=_run_record(ref),
     )
-    return ref.after("promote", result.to_dict()).to_dict()
+    return ref.after(PROMOTE, result.to_dict()).to_dict()
 
 
 def _run_record(ref: ReleaseRef) -> dict[str, Any]:
@@ -256,7 +257,7 @@ def finish(data: dict[str, Any] | None, *, nothing_new: str | None = None) -> di
 
     from ..store import ledger
     from ..types import PromoteResult
-    from ..workspace import STAGES
+    from ..stages import STAGE_FOLDERS
 
     if not data:
         if nothing_new:
@@ -267,8 +268,8 @@ def finish(data: dict[str, Any] | None, *, nothing_new: str | None = None) -> di
         raise AirflowSkipException("this run claimed no model version: nothing to record")
     ref = ReleaseRef.from_dict(data)
     ws = _workspace(ref)
-    errors = {stage: err for stage in STAGES if (err := ws.load_error(stage)) is not None}
-    promoted = ws.load_result("promote", PromoteResult) is not None
+    errors = {stage: err for stage in STAGE_FOLDERS if (err := ws.load_error(stage)) is not None}
+    promoted = ws.load_result(PROMOTE, PromoteResult) is not None
     state, reason = ledger.verdict_of(errors, promoted, promote_asked=ref.promote)
     spec = ref.spec()
     store = _store_for(spec, ref.connections)

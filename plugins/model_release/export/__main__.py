@@ -13,6 +13,7 @@ import sys
 from ..errors import ModelReleaseError
 from ..pipeline import run_export
 from ..spec import parse_spec
+from ..stages import EXPORT, INTAKE
 from ..types import IntakeResult
 from ..workspace import Workspace
 
@@ -25,8 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         ws = Workspace(args.release, root=args.root)
-        intake = ws.load_result("intake", IntakeResult)
-        spec_path = ws.stage_dir("export") / "spec.json"
+        intake = ws.load_result(INTAKE, IntakeResult)
+        spec_path = ws.stage_dir(EXPORT) / "spec.json"
         if intake is None or not spec_path.is_file():
             print(f"export: {ws.path} has no intake/intake.json or export/spec.json; run the release first", file=sys.stderr)
             return 2

@@ -31,6 +31,7 @@ from ..parity import ParityAccumulator, ParityReport
 from ..roles import is_label_datatype
 from ..safe_text import echo
 from ..spec import ReleaseSpec
+from ..stages import EXPORT
 from ..types import ExportResult, IntakeResult, TensorSpec
 from ..workspace import Workspace, atomic_write_bytes, atomic_write_json, sha256_file
 from . import cache, paritycache
@@ -69,7 +70,7 @@ def export(
             tolerance names no output of the model.
     """
     started = time.perf_counter()
-    out = ws.stage_dir("export", fresh=True)
+    out = ws.stage_dir(EXPORT, fresh=True)
     atomic_write_json(out / "spec.json", spec.model_dump(mode="json"))
     check_golden(spec, intake)  # a bad or too small golden set fails here, before any conversion
     native = _LazyNative(intake)  # loaded only when something runs it (a conversion, a parity check)
@@ -379,7 +380,7 @@ def _parity_message(spec: ReleaseSpec, report: ParityReport, reference: str, ws:
             fix = (f"loosen export.tolerances.{o.name}.{which} in {spec.where} "
                    "only if that difference is acceptable")
         parts.append(f"{o.describe(reference)}. {fix[0].upper()}{fix[1:]}")
-    where = ws.stage_dir("export")
+    where = ws.stage_dir(EXPORT)
     return (f"{'; '.join(parts)}; the ONNX file and the differing rows are in {where}/ "
             "(model.onnx, failing_rows.npz, parity.json)")
 

@@ -21,6 +21,7 @@ import numpy as np
 from ..errors import ExportError
 from ..parity import compare, raise_if_failed
 from ..spec import ReleaseSpec
+from ..stages import TENSORRT
 from ..types import ExportResult, TensorRTResult
 from ..workspace import Workspace, atomic_write_bytes, sha256_file
 from .decide import Profile, profile_shapes
@@ -59,7 +60,7 @@ def gpu_environment() -> tuple[dict[str, str], str | None]:
 
 def build_and_check(spec: ReleaseSpec, export: ExportResult, ws: Workspace, env: dict[str, str]) -> TensorRTResult:
     """Build the plan, run it on the golden set, and gate on parity against onnxruntime."""
-    out_dir = ws.stage_dir("tensorrt", fresh=True)
+    out_dir = ws.stage_dir(TENSORRT, fresh=True)
     plan_path = out_dir / "model.plan"
     max_batch = max(1, spec.repository.max_batch_size)
     profile = profile_shapes(export.inputs, max_batch, spec)
@@ -73,7 +74,7 @@ def build_and_check(spec: ReleaseSpec, export: ExportResult, ws: Workspace, env:
     outputs = run_engine(plan, inputs)
     report = compare(reference, {k: v for k, v in outputs.items() if k in reference}, spec.tensorrt.tolerances)
     raise_if_failed(
-        report, stage="tensorrt", reference="onnxruntime",
+        report, stage=TENSORRT, reference="onnxruntime",
         hint=f"Loosen tensorrt.tolerances or use a wider precision than {spec.tensorrt.precision!r}; the plan is in {out_dir}",
     )
     return TensorRTResult(

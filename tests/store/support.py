@@ -1,4 +1,4 @@
-"""Test helpers for the model store: release folders, a cuttable TCP proxy, a fault trigger."""
+"""Test support for the model store: release folders, a cuttable TCP proxy, a fault trigger."""
 
 from __future__ import annotations
 

@@ -1,12 +1,22 @@
-"""Test support: small ONNX models, stage results and specs for the assemble tests."""
+"""Test support: small ONNX models, stage results and specs for the assemble tests, and the local Triton
+the load tests install generated repositories into.
+
+Several generated repositories are installed side by side into one server's repository (ONNX
+leaves through :func:`model_release.canary.shim.prepare_canary_repository`, exactly as the canary
+serves them), and loaded explicitly by the tests.
+"""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from model_release.canary.shim import prepare_canary_repository
+from model_release.local.triton import LocalTriton as _Server
 from model_release.repository.onnx_io import onnx_io
 from model_release.spec import ReleaseSpec, parse_spec
 from model_release.types import ExportResult, IntakeResult
@@ -67,3 +77,28 @@ def intake_result(classes: list[Any] | None = (0, 1, 2)) -> IntakeResult:  # typ
 def make_spec(name: str = "iris", base_dir: Path | None = None, **repository: Any) -> ReleaseSpec:
     data = {"name": name, "model": {"name": "iris-classifier", "alias": "candidate"}, "repository": repository}
     return parse_spec(data, base_dir=str(base_dir) if base_dir else None)
+
+
+class LocalTriton:
+    """A started tritonserver serving ``<workdir>/models``; ``install`` adds repositories to it."""
+
+    def __init__(self, workdir: Path, ready_timeout: float = 60.0) -> None:
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.repository = workdir / "models"
+        self.repository.mkdir()
+        self._server = _Server(self.repository, work_dir=workdir / "server", ready_timeout=ready_timeout)
+        self._server.start()
+        self.url = self._server.http_url
+        self.process = self._server.process
+
+    def log_tail(self, lines: int = 40) -> str:
+        return self._server.log_tail(lines)
+
+    def install(self, repository: Path) -> None:
+        """Copy a generated repository into the server's, ONNX leaves shimmed as the canary does."""
+        with tempfile.TemporaryDirectory(dir=self.repository.parent) as staging:
+            staged = prepare_canary_repository(repository, Path(staging) / "models")
+            shutil.copytree(staged.path, self.repository, dirs_exist_ok=True)
+
+    def stop(self) -> None:
+        self._server.stop()
