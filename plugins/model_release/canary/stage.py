@@ -1,9 +1,9 @@
 """The canary stage: serve the candidate beside the production champion and judge the model as served.
 
 With ``remote`` (a canary Triton started separately, sharing no disk) the models are delivered
-by :mod:`.remote`: pushed through the load API, or staged in the server's object-store repository
+by :mod:`model_release.triton.delivery`: pushed through the load API, or staged in the server's object-store repository
 for ensembles, and taken back afterwards. On the embedded setup (``endpoint=None``) the assembled repository is copied to
-``<workspace>/canary/repository`` with every ONNX leaf shimmed (:mod:`.shim`) and served by a
+``<workspace>/canary/repository`` with every ONNX leaf shimmed (:mod:`model_release.triton.shim`) and served by a
 :class:`~model_release.triton.local.LocalTriton` started for this run. With an ``endpoint`` the
 canary uses that Triton as it is: it must run in explicit model-control mode with the assembled
 repository as (one of) its model repositories; models are loaded by name and unloaded afterwards.
@@ -34,6 +34,10 @@ from ..metrics import CLASSIFICATION, REGRESSION
 from ..provenance import trigger
 from ..roles import LABEL, VARIABLE
 from ..spec import DEFAULT_MIN_GOLDEN_ROWS, ReleaseSpec
+from ..triton.client import ReplayResult, TritonHttpClient, replay
+from ..triton.delivery import Delivery, RemoteCanary, check_plans
+from ..triton.server import TritonServer
+from ..triton.shim import prepare_canary_repository
 from ..types import AssembleResult, CanaryResult, ExportResult, IntakeResult
 from ..workspace import Workspace
 from . import compare as cmp
@@ -41,13 +45,9 @@ from . import gates as gt
 from . import plotdata as pd
 from . import quality as q
 from .champion import NATIVE, NONE, SERVED, Champion
-from ..triton.client import ReplayResult, TritonHttpClient, replay
 from .contract import breaks, contract_of
 from .load import paired_ratios as load_paired
 from .report import CanaryReport, verdict, write_reports
-from ..triton.delivery import Delivery, RemoteCanary, check_plans
-from ..triton.server import CanaryServer
-from ..triton.shim import prepare_canary_repository
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ def _triton(spec: ReleaseSpec, assembled: AssembleResult, folder: Path, endpoint
             champion: Champion, remote: RemoteCanary | None = None,
             ) -> Iterator[tuple[str, dict[str, Any], Callable[[], str | None]]]:
     """Yield (url, server facts, alive): a LocalTriton on a shimmed copy (the champion's models beside
-    the candidate's), the remote canary (models delivered by :mod:`.remote`), or the given endpoint.
+    the candidate's), the remote canary (models delivered by :mod:`model_release.triton.delivery`), or the given endpoint.
     ``alive()`` is None while the server runs, else why not."""
     if remote is not None:
         yield remote.url.removeprefix("http://"), {
@@ -152,7 +152,7 @@ def run_canary(
         find_champion: finds the production champion (given a folder to fetch it into); None judges
             the candidate alone (the change gates are skipped, and the report says so).
         record: called with the closed report (pass or reject), e.g. to log the served metrics to MLflow.
-        remote: a canary Triton started separately that shares no disk (:mod:`.remote`); takes the place
+        remote: a canary Triton started separately that shares no disk (:mod:`model_release.triton.delivery`); takes the place
             of ``endpoint``. ``open_store`` opens its object-store repository with the task's credentials.
 
     Returns:
@@ -237,7 +237,7 @@ def _serve_and_replay(
         order.append(assembled.entry_model)
     with _triton(spec, assembled, folder, endpoint, champion, remote) as (url, server_facts, alive):
         report.server = server_facts
-        server = CanaryServer(url, ready_timeout=spec.canary.ready_timeout_s)
+        server = TritonServer(url, ready_timeout=spec.canary.ready_timeout_s)
         pushed: list[str] = []
         delivery = Delivery(server, remote, open_store or _no_store, folder / "delivered") if remote is not None else None
         try:
@@ -290,7 +290,7 @@ def _manifest(path: str) -> dict[str, Any]:
         return {}
 
 
-def _replay_entry(spec: ReleaseSpec, server: CanaryServer, url: str, name: str, golden: _Golden, export: ExportResult,
+def _replay_entry(spec: ReleaseSpec, server: TritonServer, url: str, name: str, golden: _Golden, export: ExportResult,
                   report: CanaryReport) -> ReplayResult:
     entry = server.entry(name)
     batch_rows = min(spec.canary.batch_rows, entry.max_batch_size) if entry.max_batch_size > 0 else spec.canary.batch_rows
@@ -311,7 +311,7 @@ def _replay_entry(spec: ReleaseSpec, server: CanaryServer, url: str, name: str, 
 
 
 def _replay_champion(
-    spec: ReleaseSpec, server: CanaryServer, url: str, champion: Champion, golden: _Golden,
+    spec: ReleaseSpec, server: TritonServer, url: str, champion: Champion, golden: _Golden,
     endpoint: str | None, report: CanaryReport, delivery: Delivery | None = None,
 ) -> tuple[ReplayResult | None, str | None]:
     """Load the champion beside the candidate and replay the same rows through it.
@@ -346,7 +346,7 @@ def _replay_champion(
     return result, None
 
 
-def _under_load(spec: ReleaseSpec, server: CanaryServer, url: str, assembled: AssembleResult, champion: Champion,
+def _under_load(spec: ReleaseSpec, server: TritonServer, url: str, assembled: AssembleResult, champion: Champion,
                 replays: _Replays, golden: _Golden, folder: Path, alive: Callable[[], str | None],
                 report: CanaryReport) -> dict[str, dict[str, Any]]:
     """Tune (when asked), then the load phase: candidate and champion in alternating windows."""
