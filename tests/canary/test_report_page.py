@@ -101,6 +101,10 @@ REPORT = {
          "champion": 0.9733, "limit": ">= 0.9", "message": "accuracy of the served candidate is 0.86"},
         {"name": "load.slo_p99", "passed": None, "setting": "canary.p99_ms", "skipped": "no absolute SLO set",
          "message": "skipped"},
+        {"name": "parity.probabilities", "passed": True, "setting": "canary.tolerances.probabilities", "candidate": 1.2e-7,
+         "limit": "atol 1e-05 or rtol 0.0001", "message": "0 of 450 elements outside both tolerances"},
+        {"name": "expectations", "passed": True, "setting": "canary.expectations", "candidate": "1 of 1 met",
+         "limit": "all met", "message": "every expectation on the served outputs is met"},
     ],
     "parity": {"probabilities": {"kind": "numeric", "passed": True, "max_abs": 1.2e-7, "atol": 1e-5, "rtol": 1e-4,
                                  "failing_elements": 0, "total_elements": 450}},
@@ -111,7 +115,7 @@ REPORT = {
 }
 
 
-def test_the_decision_lists_failed_gates_first_and_the_gates_judged_outside_report_gates() -> None:
+def test_the_decision_lists_failed_gates_first_parity_and_expectations_among_them() -> None:
     d = decision(REPORT)
     assert not d.passed and d.verdict == "rejected"
     assert [line.status for line in d.lines] == [FAILED, PASSED, PASSED, PASSED, SKIPPED]
@@ -119,6 +123,8 @@ def test_the_decision_lists_failed_gates_first_and_the_gates_judged_outside_repo
     assert (first.name, first.candidate, first.limit, first.champion) == ("quality.accuracy", "0.86", ">= 0.9", "0.9733")
     names = [line.name for line in d.lines]
     assert "parity.probabilities" in names and "expectations" in names
+    parity = next(line for line in d.lines if line.name == "parity.probabilities")
+    assert (parity.candidate, parity.limit, parity.champion) == ("max abs 1.2e-07", "atol 1e-05 or rtol 0.0001", "-")
     assert next(line for line in d.lines if line.name == "contract").champion == "its interface"
     change = d.changes[0]
     assert (change.title, change.delta, change.better) == ("accuracy", "-0.1133", False)

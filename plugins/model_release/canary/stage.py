@@ -47,7 +47,7 @@ from . import quality as q
 from .champion import NATIVE, NONE, SERVED, Champion
 from .contract import breaks, contract_of
 from .load import paired_ratios as load_paired
-from .report import CanaryReport, verdict, write_reports
+from .report import CanaryReport, write_reports
 
 log = logging.getLogger(__name__)
 
@@ -410,7 +410,7 @@ def _judge(spec: ReleaseSpec, assembled: AssembleResult, golden: _Golden, replay
     report.plots["parity_errors"] = _parity_errors(spec, interface, golden, served)
     timing = replays.candidate.timing()
     report.timing = timing
-    expectations = _expectations(spec, interface, served, report)
+    _expectations(spec, interface, served, report)
     champion_outputs, why_not = _champion_outputs(champion, replays)
     if replays.champion is not None:
         report.champion_timing = replays.champion.timing()
@@ -419,23 +419,25 @@ def _judge(spec: ReleaseSpec, assembled: AssembleResult, golden: _Golden, replay
                                    **({"champion": pd.latency_buckets(pd.histogram_of(replays.champion.latencies_ms))}
                                       if replays.champion is not None else {})}
     gates = [
+        *gt.parity_gates(parity),
         _contract(spec, assembled, champion),
         gt.nonfinite_gate(q.nonfinite_rows(served), golden.rows),
         *_quality(spec, interface, served, golden, champion, champion_outputs, report),
         *_likeness(spec, interface, served, champion, champion_outputs, why_not, report),
     ]
-    replay_slo = None  # the SLO is judged on the load phase; on the replay's burst only when there is none
-    if replays.load is not None:
+    if replays.load is not None:  # the SLO is judged on the load phase; on the replay's burst only when there is none
         gates += gt.load_gates(spec, replays.load["candidate"], replays.load.get("champion"), champion.name,
                                why_not or "the champion was not served beside the candidate", replays.load.get("paired"))
         p99 = replays.load["candidate"]["p99_ms"]
     else:
-        replay_slo, p99 = spec.canary.p99_ms, timing["p99_ms"]
+        p99 = timing["p99_ms"]
+        if spec.canary.p99_ms is not None:
+            gates.append(gt.replay_slo_gate(timing, spec.canary.p99_ms))
+    gates.append(gt.expectations_gate(report.expectations))
     report.slo = {"p99_ms_limit": spec.canary.p99_ms, "p99_ms": p99, "measured_by": "load phase" if replays.load else "replay",
                   "passed": spec.canary.p99_ms is None or p99 <= spec.canary.p99_ms}
     report.gates = [g.to_dict() for g in gates]
-    _, reasons = verdict(parity, timing, replay_slo, expectations)
-    reasons += [g.reason for g in gates if g.failed]
+    reasons = [g.reason for g in gates if g.failed]
     return not reasons, reasons
 
 
