@@ -119,3 +119,11 @@ def test_arrows_finds_a_planted_import_into_a_forbidden_package(tmp_path: Path) 
 def test_the_triton_room_imports_nothing_from_the_canary() -> None:
     """``triton/`` is the plumbing the canary and the roll-out share: it must not depend on either."""
     assert arrows(import_graph(), "model_release.triton", "model_release.canary") == []
+
+
+def test_the_canarys_judging_imports_nothing_from_its_reporting() -> None:
+    """Judging returns gates and figures; the report (report.json, plots, page, MLflow record) is drawn
+    from them afterwards, so ``canary/judge/`` never reaches into ``canary/report/``."""
+    graph = import_graph()
+    assert any(_within(m, "model_release.canary.judge") for m in graph)  # the room exists: the check checks something
+    assert arrows(graph, "model_release.canary.judge", "model_release.canary.report") == []

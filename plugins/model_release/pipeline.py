@@ -194,7 +194,7 @@ def run_canary(
     :func:`keep_rejected_reports`) before the rejection goes up."""
     from .canary import run_canary as canary
     from .canary.champion import find_champion
-    from .canary.record import mlflow_recorder
+    from .canary.report.record import mlflow_recorder
     from .errors import CanaryRejected
 
     def stage() -> CanaryResult:

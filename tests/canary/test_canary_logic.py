@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from model_release.triton.client import replay
-from model_release.canary.compare import Interface, compare_with_reference
-from model_release.canary.expect import failures, run_expectations
-from model_release.canary.gates import expectations_gate, parity_gates, replay_slo_gate
-from model_release.canary.report import render_html, write_reports
+from model_release.canary.judge.compare import Interface, compare_with_reference
+from model_release.canary.judge.expect import failures, run_expectations
+from model_release.canary.judge.gates import expectations_gate, parity_gates, replay_slo_gate
+from model_release.canary.report.document import render_html, write_reports
 from model_release.errors import CanaryRejected
 from model_release.spec import Tolerances
 

@@ -12,11 +12,11 @@ import re
 import numpy as np
 import pytest
 
-from model_release.canary import plotdata as pd
-from model_release.canary.decision import FAILED, PASSED, SKIPPED, decision, terminal
-from model_release.canary.load import Histogram
-from model_release.canary.page import render_html
-from model_release.canary.quality import Classified
+from model_release.canary.report import plotdata as pd
+from model_release.canary.report.decision import FAILED, PASSED, SKIPPED, decision, terminal
+from model_release.canary.measure.load import Histogram
+from model_release.canary.report.page import render_html
+from model_release.canary.judge.quality import Classified
 from model_release.cli import main
 
 
@@ -218,7 +218,7 @@ def test_the_terminal_escapes_control_characters_and_redacts_what_a_report_holds
 
 
 def test_figures_read_plainly_and_gates_against_the_champion_name_what_they_compare() -> None:
-    from model_release.canary.decision import number
+    from model_release.canary.report.decision import number
 
     assert (number(13997.4, "rows/s"), number(11345.0), number(0.09871), number(20.99, "ms")) == (
         "13,997 rows/s", "11,345", "0.09871", "20.99 ms")

@@ -40,14 +40,14 @@ from ..triton.server import TritonServer
 from ..triton.shim import prepare_canary_repository
 from ..types import AssembleResult, CanaryResult, ExportResult, IntakeResult
 from ..workspace import Workspace
-from . import compare as cmp
-from . import gates as gt
-from . import plotdata as pd
-from . import quality as q
+from .judge import compare as cmp
+from .judge import gates as gt
+from .report import plotdata as pd
+from .judge import quality as q
 from .champion import NATIVE, NONE, SERVED, Champion
-from .contract import breaks, contract_of
-from .load import paired_ratios as load_paired
-from .report import CanaryReport, write_reports
+from .judge.contract import breaks, contract_of
+from .measure.load import paired_ratios as load_paired
+from .report.document import CanaryReport, write_reports
 
 log = logging.getLogger(__name__)
 
@@ -350,7 +350,7 @@ def _under_load(spec: ReleaseSpec, server: TritonServer, url: str, assembled: As
                 replays: _Replays, golden: _Golden, folder: Path, alive: Callable[[], str | None],
                 report: CanaryReport) -> dict[str, dict[str, Any]]:
     """Tune (when asked), then the load phase: candidate and champion in alternating windows."""
-    from . import latency
+    from .measure import latency
 
     entries = {latency.CANDIDATE: server.entry(assembled.entry_model)}
     if replays.champion is not None:
@@ -358,7 +358,7 @@ def _under_load(spec: ReleaseSpec, server: TritonServer, url: str, assembled: As
     runner = latency.load_runner(url, server, entries, golden.inputs, spec.canary.load, alive=alive)
     try:
         if spec.canary.tune.enabled:
-            from .tune import tune
+            from .measure.tune import tune
 
             report.tuning = tune(spec, server, runner, assembled, folder, champion_target=latency.CHAMPION in entries)
         measured = latency.load_phase(runner, list(entries), spec.canary.load, progress=lambda line: log.info("canary: %s", line))
@@ -445,7 +445,7 @@ def _expectations(spec: ReleaseSpec, interface: cmp.Interface, served: dict[str,
     if not spec.canary.expectations:
         report.expectations = {"skipped": "canary.expectations is false in the release spec"}
         return None
-    from .expect import run_expectations
+    from .judge.expect import run_expectations
 
     report.expectations = run_expectations(dict(served), classifier=interface.names_labels,
                                            label_set=interface.label_set() if interface.names_labels else None)

@@ -26,9 +26,9 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..metrics import METRICS
-from ..parity import OutputParity, ParityReport
-from ..spec import MetricGate, ReleaseSpec
+from ...metrics import METRICS
+from ...parity import OutputParity, ParityReport
+from ...spec import MetricGate, ReleaseSpec
 
 
 @dataclass

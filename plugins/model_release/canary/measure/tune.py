@@ -22,11 +22,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import AssembleError
-from ..repository.config import CONFIG_FILE, read_config, write_config
-from ..spec import ReleaseSpec
-from ..triton.server import TritonServer
-from ..types import AssembleResult
+from ...errors import AssembleError
+from ...repository.config import CONFIG_FILE, read_config, write_config
+from ...spec import ReleaseSpec
+from ...triton.server import TritonServer
+from ...types import AssembleResult
 from .load import LoadRunner, Measurement
 
 log = logging.getLogger(__name__)
@@ -179,7 +179,7 @@ def _confirm(spec: ReleaseSpec, server: TritonServer, runner: LoadRunner, loaded
 
 def write_tuned(source: Path, destination: Path, leaves: list[str], setting: Setting) -> Path:
     """A copy of the release's repository with ``setting`` in its leaves' config.pbtxt, linted."""
-    from ..repository.lint import lint_repository
+    from ...repository.lint import lint_repository
 
     if destination.exists():
         shutil.rmtree(destination)

@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from ..spec import LoadSpec
-from ..triton.requester import TritonRequester, request_batches
-from ..triton.server import EntryModel, TritonServer
+from ...spec import LoadSpec
+from ...triton.requester import TritonRequester, request_batches
+from ...triton.server import EntryModel, TritonServer
 from .load import LoadRunner, Measurement, measure
 
 CANDIDATE, CHAMPION = "candidate", "champion"

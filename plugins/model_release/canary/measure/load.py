@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..triton.requester import Requester
+from ...triton.requester import Requester
 
 #: sub-buckets per power of two: relative precision 1/64
 SUB_BUCKETS = 64

@@ -15,8 +15,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..metrics import METRICS
-from ..safe_text import escape_controls, redact
+from ...metrics import METRICS
+from ...safe_text import escape_controls, redact
 
 FAILED, PASSED, SKIPPED = "failed", "passed", "skipped"
 

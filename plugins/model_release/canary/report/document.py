@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..webpage import finite
-from ..workspace import atomic_write_bytes, atomic_write_json
+from ...webpage import finite
+from ...workspace import atomic_write_bytes, atomic_write_json
 
 FORMAT_VERSION = 1
 
