@@ -127,3 +127,22 @@ def test_the_canarys_judging_imports_nothing_from_its_reporting() -> None:
     graph = import_graph()
     assert any(_within(m, "model_release.canary.judge") for m in graph)  # the room exists: the check checks something
     assert arrows(graph, "model_release.canary.judge", "model_release.canary.report") == []
+    # nor through another module: nothing judging reaches (serving's records, the champion) reaches reporting
+    assert sorted(m for m in reachable(graph, "model_release.canary.judge") if _within(m, "model_release.canary.report")) == []
+
+
+def reachable(graph: dict[str, set[str]], package: str) -> set[str]:
+    """Every module the modules of ``package`` import, directly or through others."""
+    seen: set[str] = set()
+    todo = [m for m in graph if _within(m, package)]
+    while todo:
+        for target in graph.get(todo.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
+
+
+def test_reachable_follows_imports_through_other_modules(tmp_path: Path) -> None:
+    graph = {"p.judge.a": {"p.serve"}, "p.serve": {"p.report.doc"}, "p.report.doc": set(), "p.other": {"p.report.x"}}
+    assert reachable(graph, "p.judge") == {"p.serve", "p.report.doc"}
