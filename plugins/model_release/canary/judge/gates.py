@@ -217,7 +217,7 @@ def load_gates(spec: ReleaseSpec, candidate: dict[str, Any], champion: dict[str,
     """Errors, the absolute SLO and the ratios to the champion, from the load phase's figures.
 
     The ratios are the medians over alternating window pairs (``paired``, see
-    :func:`~.load.paired_ratios`); the figures named beside them are each side's over its settled windows.
+    :func:`~..measure.load.paired_ratios`); the figures named beside them are each side's over its settled windows.
     """
     load = spec.canary.load
     gates = [_errors_gate(candidate)]

@@ -50,13 +50,13 @@ class CanaryReport:
     quality: dict[str, Any] | None = None
     #: how alike candidate and champion answer: agreement, PSI, JS distance / KS, Wasserstein
     shift: dict[str, Any] | None = None
-    #: every gate that judged the model (contract, nonfinite, quality.*, champion.*), see canary.gates
+    #: every gate that judged the model (contract, nonfinite, quality.*, champion.*, parity.*, load.*, expectations), see canary.judge.gates
     gates: list[dict[str, Any]] | None = None
     #: the load phase: per target (candidate, champion) its figures, windows and where the time goes per model
     load_phase: dict[str, Any] | None = None
     #: the serving-config search (canary.tune): trials, the chosen configuration, the confirmation
     tuning: dict[str, Any] | None = None
-    #: the bounded data the page's plots are drawn from (see canary.plotdata)
+    #: the bounded data the page's plots are drawn from (see canary.report.plotdata)
     plots: dict[str, Any] = field(default_factory=dict)
     #: what the spec acknowledged for this release (promote.breaking_change, a lowered golden.min_rows)
     acknowledgements: list[dict[str, Any]] | None = None

@@ -209,7 +209,7 @@ def _round(value: float, digits: int = 6) -> float | None:
     return float(f"{v:.{digits}g}")
 
 
-# --- the sections, from what the canary read (called by :mod:`.stage`) ----------------------------------
+# --- the sections, from what the canary read (called by :func:`plots_of`) -----------------------------------
 
 
 def texts(read: Classified) -> tuple[np.ndarray, np.ndarray]:
