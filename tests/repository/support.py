@@ -2,7 +2,7 @@
 the load tests install generated repositories into.
 
 Several generated repositories are installed side by side into one server's repository (ONNX
-leaves through :func:`model_release.canary.shim.prepare_canary_repository`, exactly as the canary
+leaves through :func:`model_release.triton.shim.prepare_canary_repository`, exactly as the canary
 serves them), and loaded explicitly by the tests.
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from model_release.canary.shim import prepare_canary_repository
-from model_release.local.triton import LocalTriton as _Server
+from model_release.triton.shim import prepare_canary_repository
+from model_release.triton.local import LocalTriton as _Server
 from model_release.repository.onnx_io import onnx_io
 from model_release.spec import ReleaseSpec, parse_spec
 from model_release.types import ExportResult, IntakeResult

@@ -1,7 +1,8 @@
 """The data the report's plots are drawn from: small and bounded whatever the golden set's size.
 
-The canary computes these where it computes its figures (:mod:`.stage`) and keeps them in
-``report.json`` under ``plots``, so a page can be rebuilt from the JSON alone:
+The canary builds them after judging (:func:`plots_of`, from the evidence the figures were
+judged on) and keeps them in ``report.json`` under ``plots``, so a page can be rebuilt from the
+JSON alone:
 
 - ``classes``: confusion matrices (candidate and champion against the ground truth, candidate
   against champion) and per-class precision, recall and F1 of both; at most
@@ -11,7 +12,7 @@ The canary computes these where it computes its figures (:mod:`.stage`) and keep
 - ``residuals``: a regressor's predictions against the target on at most
   :data:`RESIDUAL_SAMPLE` evenly spaced golden rows (the same rows for both models);
 - ``latency``: each model's latency distribution as (bucket upper edge, count) pairs of the load
-  phase's log-linear :class:`~.load.Histogram` (never raw latencies), at most
+  phase's log-linear :class:`~..measure.load.Histogram` (never raw latencies), at most
   :data:`MAX_LATENCY_BUCKETS` buckets;
 - ``parity_errors``: per numeric output, a histogram of ``|served - native|`` in log10 bins from
   1e-12 to 1e3 (:data:`PARITY_BINS_PER_DECADE` per decade), exact zeros and non-finite counted apart.
@@ -22,13 +23,14 @@ The tuning trials the throughput-vs-p99 plot reads are in ``report.tuning`` alre
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from .load import OCTAVES, SUB_BUCKETS, Histogram
-from .quality import Classified
+from ..judge.judging import Evidence
+from ..judge.quality import Classified
+from ..measure.load import OCTAVES, SUB_BUCKETS, Histogram
 
 #: classes per confusion-matrix axis and per-class plot; the least frequent others are summed
 MAX_CLASSES = 20
@@ -207,7 +209,7 @@ def _round(value: float, digits: int = 6) -> float | None:
     return float(f"{v:.{digits}g}")
 
 
-# --- the sections, from what the canary read (called by :mod:`.stage`) ----------------------------------
+# --- the sections, from what the canary read (called by :func:`plots_of`) -----------------------------------
 
 
 def texts(read: Classified) -> tuple[np.ndarray, np.ndarray]:
@@ -243,7 +245,7 @@ def classes_section(candidate: Classified, champion: Classified | None, *,
 
 def agreement_section(candidate: np.ndarray, champion: np.ndarray | None, order: Sequence[str]) -> dict[str, Any]:
     """Candidate against champion, row by row (classifiers): the matrix and both predicted distributions."""
-    from .compare import top1
+    from ..judge.compare import top1
 
     mine = top1(candidate)
     theirs = top1(champion) if champion is not None else None
@@ -251,3 +253,30 @@ def agreement_section(candidate: np.ndarray, champion: np.ndarray | None, order:
     if theirs is not None:
         out["candidate_vs_champion"] = confusion(theirs, mine, order, row_title="champion", column_title="candidate")
     return out
+
+
+def plots_of(evidence: Evidence, *, load: Mapping[str, Histogram] | None,
+             replay_ms: Mapping[str, Sequence[float]] | None) -> dict[str, Any]:
+    """The report's ``plots`` section, drawn from what judging kept (:class:`~..judge.judging.Evidence`).
+
+    ``load``: the load phase's histogram per target (the latency plot's source when there was one);
+    else ``replay_ms``, each target's request latencies on the correctness replay (None: not replayed).
+    """
+    plots: dict[str, Any] = {}
+    if load is not None:
+        plots["latency"] = {"source": "load phase", **{t: latency_buckets(h) for t, h in load.items()}}
+    if evidence.parity is not None:
+        plots["parity_errors"] = {name: parity_errors(expected, served, atol=atol, rtol=rtol)
+                                  for name, (expected, served, atol, rtol) in evidence.parity.items()}
+    if load is None and replay_ms is not None:
+        plots["latency"] = {"source": "replay", **{t: latency_buckets(histogram_of(ms)) for t, ms in replay_ms.items()}}
+    if evidence.residuals is not None:
+        plots["residuals"] = residual_sample(*evidence.residuals)
+    if evidence.classes is not None:
+        mine, theirs, names = evidence.classes
+        plots["classes"] = classes_section(mine, theirs, champion_names=names)
+    if evidence.agreement is not None:
+        plots.update(agreement_section(*evidence.agreement))
+    if evidence.predicted is not None:
+        plots["predicted"] = numeric_histograms(*evidence.predicted)
+    return plots

@@ -23,7 +23,6 @@ import json
 import os
 import shutil
 import secrets
-import signal
 import subprocess
 import tempfile
 import threading
@@ -35,7 +34,7 @@ from typing import Any
 
 from ..errors import ServiceUnavailable
 from ..workspace import link_or_copy
-from .ports import free_port as _free_port
+from ..local.ports import free_port as _free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_RUNTIME_VENV = REPO_ROOT / ".venv-triton"
@@ -76,19 +75,6 @@ def runtime_facts(runtime_venv: Path) -> dict[str, str]:
         )
     facts["server_dir"] = str(server_dir)
     return facts
-
-
-def _live_members(pgid: int) -> list[int]:
-    """Processes of a process group that are not zombies (Linux /proc; empty where there is none)."""
-    members = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
-            members.append(int(stat.parent.name))
-    return members
 
 
 class LocalTriton:

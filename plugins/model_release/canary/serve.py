@@ -1,0 +1,236 @@
+"""Serving both models: the candidate and the production champion on one Triton, the golden rows replayed through each.
+
+With ``remote`` (a canary Triton started separately, sharing no disk) the models are delivered
+by :mod:`model_release.triton.delivery`: pushed through the load API, or staged in the server's
+object-store repository for ensembles, and taken back afterwards. On the embedded setup
+(``endpoint=None``) the assembled repository is copied to ``<workspace>/canary/repository`` with
+every ONNX leaf shimmed (:mod:`model_release.triton.shim`) and served by a
+:class:`~model_release.triton.local.LocalTriton` started for this run. With an ``endpoint`` the
+canary uses that Triton as it is: it must run in explicit model-control mode with the assembled
+repository as (one of) its model repositories; models are loaded by name and unloaded afterwards.
+Either way the champion (:mod:`.champion`) is pushed to the same server through the load API
+under its own model names, and the same golden rows are replayed through both. The load phase
+(:mod:`.measure.phase`) runs while both are served.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import CanaryRejected
+from ..spec import DEFAULT_MIN_GOLDEN_ROWS, ReleaseSpec
+from ..triton.client import ReplayResult, TritonHttpClient, replay
+from ..triton.delivery import Delivery, RemoteCanary, check_plans
+from ..triton.server import TritonServer
+from ..triton.shim import prepare_canary_repository
+from ..types import AssembleResult, ExportResult
+from .champion import SERVED, Champion
+from .measure.phase import under_load
+from .report.document import CanaryReport
+from .served import Golden, Replays
+
+
+def _load_npz(path: str, what: str) -> dict[str, np.ndarray]:
+    if not path or not Path(path).is_file():
+        raise CanaryRejected(f"the {what} {path!r} does not exist; re-run the export stage")
+    with np.load(path, allow_pickle=False) as data:
+        return {k: data[k] for k in data.files}
+
+
+def load_golden(spec: ReleaseSpec, export: ExportResult, report: CanaryReport) -> Golden:
+    inputs = _load_npz(export.golden_path, "golden set")
+    reference = _load_npz(export.reference_path, "native reference")
+    truth = _load_npz(export.truth_path, "ground truth")["target"] if export.truth_path else None
+    rows = int(len(next(iter(inputs.values())))) if inputs else 0
+    report.golden = {
+        "path": export.golden_path, "reference": export.reference_path, "inputs": sorted(inputs), "rows": rows,
+        "target": spec.golden.target, "truth": export.truth_path or None, "min_rows": spec.golden.min_rows,
+        "min_rows_lowered": spec.golden.min_rows < DEFAULT_MIN_GOLDEN_ROWS,
+    }
+    if spec.golden.min_rows < DEFAULT_MIN_GOLDEN_ROWS:
+        report.golden["note"] = (f"golden.min_rows is {spec.golden.min_rows}, below the default {DEFAULT_MIN_GOLDEN_ROWS}: "
+                                 "an explicit choice of the spec")
+    return Golden(inputs, reference, truth, rows)
+
+
+@contextlib.contextmanager
+def _triton(spec: ReleaseSpec, assembled: AssembleResult, folder: Path, endpoint: str | None,
+            champion: Champion, remote: RemoteCanary | None = None,
+            ) -> Iterator[tuple[str, dict[str, Any], Callable[[], str | None]]]:
+    """Yield (url, server facts, alive): a LocalTriton on a shimmed copy (the champion's models beside
+    the candidate's), the remote canary (models delivered by :mod:`model_release.triton.delivery`), or the given endpoint.
+    ``alive()`` is None while the server runs, else why not."""
+    if remote is not None:
+        yield remote.url.removeprefix("http://"), {
+            "mode": "remote", "url": remote.url, "description": remote.describe(), "shimmed_models": [],
+            "repository": remote.repository or "none (models pushed through the load API)",
+        }, lambda: None
+        return
+    if endpoint is not None:
+        yield endpoint.removeprefix("http://"), {
+            "mode": "endpoint", "url": endpoint, "description": "remote Triton, backends as deployed", "shimmed_models": [],
+            "repository": "the endpoint's own model repository",
+        }, lambda: None
+        return
+    from ..triton.local import LocalTriton
+
+    copy = prepare_canary_repository(Path(assembled.repository_dir), folder / "repository")
+    if champion.kind == SERVED and champion.repository is not None:
+        # in the server's own repository, not pushed: Triton 2.51 loads an ensemble only when its steps
+        # are in a repository it polls (models pushed through the load API are not)
+        theirs = prepare_canary_repository(champion.repository, folder / "champion" / "served")
+        for model in sorted(p for p in theirs.path.iterdir() if p.is_dir()):
+            shutil.move(str(model), copy.path / model.name)
+        copy.shimmed += theirs.shimmed
+    facts = {
+        "mode": "local", "description": copy.description, "shimmed_models": copy.shimmed,
+        "repository": str(copy.path), "log": str(folder / "tritonserver.log"),
+    }
+    # the server's own files go to a temporary folder; only its log stays, beside the report
+    with LocalTriton(copy.path, log_path=folder / "tritonserver.log", ready_timeout=spec.canary.ready_timeout_s) as triton:
+        facts["url"] = triton.http_url
+
+        def alive() -> str | None:
+            code = triton.process.poll() if triton.process is not None else None
+            return None if code is None else f"the canary Triton exited with code {code}"
+
+        yield triton.http_url, facts, alive
+
+
+def serve_and_replay(
+    spec: ReleaseSpec, assembled: AssembleResult, export: ExportResult, golden: Golden, champion: Champion,
+    folder: Path, endpoint: str | None, report: CanaryReport, remote: RemoteCanary | None = None,
+    open_store: Callable[[str], Any] | None = None,
+) -> Replays:
+    """Start (or reach) the Triton, load candidate and champion in dependency order, replay both."""
+    order = list(assembled.load_order)
+    if assembled.entry_model not in order:
+        order.append(assembled.entry_model)
+    with _triton(spec, assembled, folder, endpoint, champion, remote) as (url, server_facts, alive):
+        report.server = server_facts
+        server = TritonServer(url, ready_timeout=spec.canary.ready_timeout_s)
+        pushed: list[str] = []
+        delivery = Delivery(server, remote, open_store or _no_store, folder / "delivered") if remote is not None else None
+        try:
+            meta = server.metadata()
+            server_facts.update({"name": meta.get("name"), "version": meta.get("version")})
+            report.load = {"order": order}
+            if delivery is not None:  # a plan the canary cannot run is refused before anything loads
+                check_plans(Path(assembled.repository_dir), order, _manifest(assembled.manifest_path).get("tensorrt"),
+                            delivery.canary, whose="the candidate")
+                if champion.kind == SERVED and champion.repository is not None:
+                    check_plans(champion.repository, champion.load_order, (champion.manifest or {}).get("tensorrt"),
+                                delivery.canary, whose=f"the champion {champion.name}")
+                delivery.clear()
+                loaded = delivery.load(delivery.prepare(Path(assembled.repository_dir), "candidate"), order)
+            else:
+                loaded = server.load(order)
+            report.load = {"order": loaded.order, "versions": loaded.versions, "seconds": loaded.seconds}
+            server_facts["models_loaded"] = dict(loaded.versions)
+            candidate = _replay_entry(spec, server, url, assembled.entry_model, golden, export, report)
+            replays = Replays(candidate)
+            if champion.kind == SERVED:
+                pushed = champion.load_order
+                replays.champion, replays.champion_skipped = _replay_champion(
+                    spec, server, url, champion, golden, endpoint, report, delivery)
+            if spec.canary.load.enabled:
+                replays.load, replays.load_histograms = under_load(
+                    spec, server, url, assembled, champion, golden.inputs, replays.champion is not None, folder, alive, report)
+            return replays
+        finally:
+            if delivery is not None:
+                server_facts.update(delivery.facts(), cleanup=delivery.close())
+            elif alive() is None:  # a dead server (its stubs may still hold the sockets) is not asked anything
+                if endpoint is not None:
+                    server.unload(order)
+                server.unload(pushed)
+            server.close()
+
+
+def _no_store(uri: str) -> Any:
+    from ..store import open_store
+
+    return open_store(uri)
+
+
+def _manifest(path: str) -> dict[str, Any]:
+    import json
+
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _replay_entry(spec: ReleaseSpec, server: TritonServer, url: str, name: str, golden: Golden, export: ExportResult,
+                  report: CanaryReport) -> ReplayResult:
+    entry = server.entry(name)
+    batch_rows = min(spec.canary.batch_rows, entry.max_batch_size) if entry.max_batch_size > 0 else spec.canary.batch_rows
+    report.golden.update({
+        "batch_rows": batch_rows, "batch_rows_requested": spec.canary.batch_rows, "entry_max_batch_size": entry.max_batch_size,
+    })
+    missing = sorted(set(entry.inputs) - set(golden.inputs))
+    if missing:
+        raise CanaryRejected(
+            f'entry model "{entry.name}" takes inputs {missing} that the golden set {export.golden_path!r} lacks '
+            f"(it has {sorted(golden.inputs)}); the golden set must be keyed by the entry model's input names"
+        )
+    return replay(
+        {k: golden.inputs[k] for k in entry.inputs},
+        lambda: TritonHttpClient(url, entry.name, entry.inputs, list(entry.outputs)),
+        batch_rows=batch_rows, concurrency=spec.canary.concurrency,
+    )
+
+
+def _replay_champion(
+    spec: ReleaseSpec, server: TritonServer, url: str, champion: Champion, golden: Golden,
+    endpoint: str | None, report: CanaryReport, delivery: Delivery | None = None,
+) -> tuple[ReplayResult | None, str | None]:
+    """Load the champion beside the candidate and replay the same rows through it.
+
+    On the local Triton its (shimmed) models sit in the server's repository already; a remote
+    endpoint gets them pushed through the load API.
+    """
+    assert champion.repository is not None
+    try:
+        if delivery is not None:
+            loaded = delivery.load(delivery.prepare(champion.repository, "champion"), champion.load_order)
+        else:
+            loaded = server.load(champion.load_order) if endpoint is None else server.push(champion.repository, champion.load_order)
+    except CanaryRejected as exc:  # not the candidate's fault, but nothing unjudged ships
+        raise CanaryRejected(
+            f"the production champion {champion.name} could not be loaded beside the candidate, so the candidate "
+            f"cannot be judged against it: {exc.message.split('. Fix the model')[0]}. On a remote canary, an ensemble "
+            "champion needs its steps in a repository the server polls (Triton does not load an ensemble over models "
+            "pushed through its load API); run the canary on the embedded Triton, or make the champion's release "
+            "visible to the canary's repository"
+        ) from None
+    report.server.setdefault("models_loaded", {}).update(loaded.versions)
+    report.champion = {**(report.champion or {}), "load_seconds": loaded.seconds}
+    entry = server.entry(champion.entry)
+    unfit = _unfit_inputs(champion, golden)
+    if unfit:
+        return None, f"its entry model's inputs do not fit this release's golden set ({'; '.join(unfit)})"
+    batch_rows = min(spec.canary.batch_rows, entry.max_batch_size) if entry.max_batch_size > 0 else spec.canary.batch_rows
+    result = replay({k: golden.inputs[k] for k in entry.inputs},
+                    lambda: TritonHttpClient(url, entry.name, entry.inputs, list(entry.outputs)),
+                    batch_rows=batch_rows, concurrency=spec.canary.concurrency)
+    return result, None
+
+
+def _unfit_inputs(champion: Champion, golden: Golden) -> list[str]:
+    """The champion's inputs this golden set cannot feed (missing, or of other dims): it is then not replayed."""
+    unfit = []
+    for name, (_, dims) in (champion.contract.inputs if champion.contract else {}).items():
+        array = golden.inputs.get(name)
+        if array is None:
+            unfit.append(f"no input {name!r}")
+        elif len(array.shape[1:]) != len(dims) or any(d not in (-1, g) for d, g in zip(dims, array.shape[1:])):
+            unfit.append(f"input {name!r} is {list(dims)} per row, the golden set has {list(array.shape[1:])}")
+    return unfit
