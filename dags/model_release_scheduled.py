@@ -2,7 +2,9 @@
 
 Generated cheaply at parse time: each spec is read as YAML and validated (no model, MLflow or
 store is touched), and a spec that does not parse becomes no DAG (its error is logged; the manual
-DAG refuses it with the full message). The schedule is the spec's ``schedule``.
+DAG refuses it with the full message). The schedule is the spec's ``schedule`` *or* an event on
+the spec's registry Asset, which the webhook receiver (:mod:`model_release.registry_events`) posts
+when the spec's alias moves in MLflow.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from pathlib import Path
 
 from airflow.sdk import DAG, Param
 
-from model_release.airflow.dags import build_release_dag
+from model_release.airflow.dags import build_release_dag, release_schedule
 from model_release.errors import SpecError
+from model_release.registry_events.routes import asset_uri as registry_asset_uri
 from model_release.spec import load_spec, schedule_value
 
 log = logging.getLogger(__name__)
@@ -26,7 +29,8 @@ RELEASES = Path(os.environ.get("MODEL_RELEASE_SPECS", HOME / "releases"))
 DOC = """
 ### Scheduled release of `{spec}`
 
-Every `{schedule}`, looks at what `{model}` names now and releases it when it is **new to channel
+Every `{schedule}`, and within seconds of `{model}` moving (an event on Asset `{asset}`, posted by
+the registry webhook receiver), looks at what `{model}` names now and releases it when it is **new to channel
 `{channel}`**: the first task resolves the alias (one MLflow call) and reads the channel's ledger and
 pointer (two reads from `{store}`). When the version was released, rejected, or is being released
 by another run, the run ends with every task **skipped**, and nothing else is touched.
@@ -49,8 +53,9 @@ def _dag_for(path: Path) -> DAG | None:
         dag_id=f"model_release__{spec.name}",
         description=f"Scheduled release of {spec.model.uri} to channel {spec.promote.channel}",
         doc_md=DOC.format(spec=path.name, schedule=spec.schedule or "trigger (no schedule in the spec)",
-                          model=spec.model.uri, channel=spec.promote.channel, store=spec.promote.store),
-        schedule=schedule_value(spec.schedule),
+                          model=spec.model.uri, channel=spec.promote.channel, store=spec.promote.store,
+                          asset=registry_asset_uri(spec.name)),
+        schedule=release_schedule(spec.name, schedule_value(spec.schedule)),
         start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
         catchup=False,
         max_active_runs=1,
