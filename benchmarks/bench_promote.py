@@ -89,7 +89,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3, help="uploads per method; the best is reported")
     args = ap.parse_args()
 
-    from model_release.local.s3 import MotoServer, ensure_bucket
+    from model_release.local.moto_process import MotoServer, ensure_bucket
     from model_release.store import open_store, promote
 
     aws = awscli()

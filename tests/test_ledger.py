@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from model_release import ledger
+from model_release.store import ledger
 from model_release.store import open_store
 
 RUN_A = {"dag_id": "model_release__iris", "run_id": "scheduled__1"}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .store.layout import actor
+from .store.documents import actor
 
 _AIRFLOW = {"dag_id": "AIRFLOW_CTX_DAG_ID", "dag_run_id": "AIRFLOW_CTX_DAG_RUN_ID", "task_id": "AIRFLOW_CTX_TASK_ID",
             "try_number": "AIRFLOW_CTX_TRY_NUMBER"}

@@ -1,6 +1,7 @@
 """A release workspace published in an object store, so the workers of a release share no disk.
 
-Layout under the mirror's URI (``s3://BUCKET/workspaces`` or ``file:///PATH``)::
+Layout under the mirror's URI (``s3://BUCKET/workspaces`` or ``file:///PATH``; keys from
+:mod:`model_release.store.keys`)::
 
     <release_id>/<stage>/...                 the stage folder's files, as the worker left them
     <release_id>/<stage>/.published.json     written last: {"files": {relative path: {sha256, size}}, ...}
@@ -33,11 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from .errors import StoreError
+from .store.keys import WORKSPACE_INDEX as INDEX
+from .store.keys import workspace_owner_key, workspace_stage_prefix
 from .workspace import atomic_write, atomic_write_bytes, sha256_file
-
-INDEX = ".published.json"
-#: the release's claim, ``<release_id>/.owner``: who (an Airflow run) the workspace belongs to
-OWNER = ".owner"
 
 
 def _is_temporary(rel: str) -> bool:
@@ -76,12 +75,12 @@ class StoreMirror:
         Raises:
             SpecError: ``uri`` is not a store URI.
         """
-        from .store.layout import open_store
+        from .store.model_store import open_store
 
         return cls(uri, open_store(uri, s3_client=s3_client).backend)
 
     def _prefix(self, release_id: str, stage: str) -> str:
-        return f"{release_id}/{stage}/"
+        return workspace_stage_prefix(release_id, stage)
 
     def _index(self, release_id: str, stage: str) -> dict[str, Any] | None:
         got = self.backend.get_bytes(self._prefix(release_id, stage) + INDEX)
@@ -161,7 +160,7 @@ class StoreMirror:
 
     def owner(self, release_id: str) -> str | None:
         """Who claimed the release's workspace (``<release_id>/.owner``), None when nobody did."""
-        got = self.backend.get_bytes(f"{release_id}/{OWNER}")
+        got = self.backend.get_bytes(workspace_owner_key(release_id))
         return got[0].decode(errors="replace") if got is not None else None
 
     def claim(self, release_id: str, owner: str) -> str:
@@ -170,7 +169,7 @@ class StoreMirror:
         from .store.backend import PreconditionFailed
 
         try:
-            self.backend.put_bytes(f"{release_id}/{OWNER}", owner.encode(), if_none_match=True)
+            self.backend.put_bytes(workspace_owner_key(release_id), owner.encode(), if_none_match=True)
         except PreconditionFailed:
             return self.owner(release_id) or "another claimant"
         return owner

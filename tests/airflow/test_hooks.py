@@ -34,7 +34,7 @@ def test_triton_canary_endpoint_or_embedded(monkeypatch) -> None:
 
 @pytest.mark.integration
 def test_store_hook_uses_the_connections_endpoint_and_credentials(monkeypatch, tmp_path) -> None:
-    from model_release.local.s3 import MotoServer, ensure_bucket
+    from model_release.local.moto_process import MotoServer, ensure_bucket
 
     secret = "s3cr3t-never-logged-7f3a"
     with MotoServer() as moto:

@@ -31,7 +31,7 @@ import pytest
 
 from model_release.local import procs
 from model_release.local.http import AirflowApi, answers
-from model_release.local.s3 import _MOTO_SECRET
+from model_release.local.moto_process import _MOTO_SECRET
 
 from .browser import Chromium, ensure_chromium
 from .readme import Command, commands, script

@@ -19,7 +19,7 @@ import pytest
 
 from model_release.cli import COMMANDS
 from model_release.local import procs
-from model_release.local.layout import Layout, load_config, stack_env, write_env_file
+from model_release.local.stack_folder import Layout, load_config, stack_env, write_env_file
 
 from .readme import commands, script
 
@@ -98,6 +98,40 @@ def test_marked_processes_are_found_and_stopped_with_their_children(tmp_path: Pa
             p.wait()
 
 
+def _group(tmp_path: Path, script: str) -> subprocess.Popen[bytes]:
+    """``bash -c script`` leading a process group of its own, once its traps are set."""
+    ready = tmp_path / "ready"
+    proc = subprocess.Popen(["bash", "-c", f"{script}\ntouch {ready}\nwait"], start_new_session=True)
+    deadline = time.monotonic() + 10
+    while not ready.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert ready.exists(), "the test's process group did not start"
+    return proc
+
+
+def test_stop_group_kills_a_group_whose_leader_ignores_sigterm(tmp_path: Path) -> None:
+    proc = _group(tmp_path, "trap '' TERM; sleep 300 &")
+    told = []
+    try:
+        assert procs.stop_group(proc, timeout=0.5, on_kill=lambda: told.append("killing")) is True
+        assert told == ["killing"] and proc.poll() is not None and procs.group_members(proc.pid) == []
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def test_stop_group_with_kill_rest_takes_what_outlives_its_leader(tmp_path: Path) -> None:
+    proc = _group(tmp_path, "(trap '' TERM; exec sleep 300) &")  # a child that ignores SIGTERM, like a stuck stub
+    try:
+        assert procs.stop_group(proc, timeout=10, leader_only=True, kill_rest=True) is False  # the leader exits on SIGTERM
+        assert proc.poll() is not None and procs.group_members(proc.pid) == []
+    finally:
+        if procs.group_members(proc.pid):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 def test_env_file_is_private_and_holds_what_the_services_get(tmp_path: Path) -> None:
     layout = Layout(tmp_path / "stack")
     config, notes = load_config(layout)
@@ -143,7 +177,7 @@ def test_status_and_down_of_a_stack_that_is_not_running(tmp_path: Path) -> None:
 
 
 def _start_s3(port: int, state: Path) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen([sys.executable, "-m", "model_release.local.s3_server", "--port", str(port), "--state", str(state)],
+    proc = subprocess.Popen([sys.executable, "-m", "model_release.local.moto_persistent", "--port", str(port), "--state", str(state)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -160,7 +194,7 @@ def _start_s3(port: int, state: Path) -> subprocess.Popen[bytes]:
 @pytest.mark.integration
 def test_the_s3_endpoint_keeps_every_version_across_a_crash_and_a_restart(tmp_path: Path) -> None:
     from model_release.local.ports import free_port
-    from model_release.local.s3 import ensure_bucket, s3_client
+    from model_release.local.moto_process import ensure_bucket, s3_client
 
     port, state = free_port(), tmp_path / "s3" / "state.pickle"
     url = f"http://127.0.0.1:{port}"
@@ -201,10 +235,24 @@ def test_the_s3_endpoint_keeps_every_version_across_a_crash_and_a_restart(tmp_pa
 def test_a_torn_s3_state_file_is_refused_with_what_to_do(tmp_path: Path) -> None:
     state = tmp_path / "state.pickle"
     state.write_bytes(b"not a pickle")
-    proc = subprocess.run([sys.executable, "-m", "model_release.local.s3_server", "--port", "1", "--state", str(state)],
+    proc = subprocess.run([sys.executable, "-m", "model_release.local.moto_persistent", "--port", "1", "--state", str(state)],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0
     assert str(state) in proc.stderr and "Move it aside" in proc.stderr
+
+
+def test_an_s3_state_file_written_under_the_former_module_name_still_loads() -> None:
+    import pickle
+
+    from model_release.local.moto_persistent import _Unpickler
+    from moto.s3.utils import _VersionedKeyStore
+
+    old = b"cmodel_release.local.s3_server\n_versioned_store\n(]tR."  # _versioned_store([]) as s3_server pickled it
+    with pytest.raises(ModuleNotFoundError, match="s3_server"):
+        pickle.loads(old)
+    import io
+
+    assert isinstance(_Unpickler(io.BytesIO(old)).load(), _VersionedKeyStore)
 
 
 def test_readme_using_it_is_a_runnable_session() -> None:

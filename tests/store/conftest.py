@@ -8,7 +8,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from model_release.local.s3 import MotoServer, ensure_bucket, s3_client
+from model_release.local.moto_process import MotoServer, ensure_bucket, s3_client
 from model_release.store import ModelStore, open_store
 
 

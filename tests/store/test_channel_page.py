@@ -17,8 +17,8 @@ from model_release.spec import parse_spec
 from model_release.store import (
     ModelStore, keep_rejection, open_store, promote, read_channel, rejections, rollback, write_channel_page,
 )
-from model_release.store.history_page import events, page_key
-from model_release.store.layout import MANIFEST
+from model_release.store.history_page import events
+from model_release.store.keys import MANIFEST, page_key
 from model_release.types import CanaryResult
 from model_release.workspace import Workspace
 

@@ -8,7 +8,7 @@ import pytest
 
 from model_release.errors import ServiceUnavailable, StoreError
 from model_release.local.ports import free_port
-from model_release.local.s3 import MotoServer, ensure_bucket
+from model_release.local.moto_process import MotoServer, ensure_bucket
 
 pytestmark = pytest.mark.integration
 
@@ -56,7 +56,7 @@ def test_moto_server_dies_with_its_owner_even_on_error(ending):
     import time
 
     code = (
-        "from model_release.local.s3 import MotoServer\n"
+        "from model_release.local.moto_process import MotoServer\n"
         "s = MotoServer().start()\n"
         "print(s._proc.pid, flush=True)\n"
         f"{ending}\n"

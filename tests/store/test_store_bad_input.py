@@ -17,7 +17,7 @@ import pytest
 
 from model_release.cli import main as model_release_main
 from model_release.errors import SpecError, StoreError
-from model_release.local.s3 import ensure_bucket
+from model_release.local.moto_process import ensure_bucket
 from model_release.store import open_store, promote
 from model_release.store.cli import main as store_main
 

@@ -231,7 +231,7 @@ def _temporary_file(store, key: str, age: timedelta) -> Path:  # noqa: ANN001
 
 
 def test_killed_multipart_upload_is_aborted_by_retention_through_the_cli(moto, tmp_path, monkeypatch, capsys, caplog):
-    from model_release.local.s3 import ensure_bucket
+    from model_release.local.moto_process import ensure_bucket
     from model_release.store import open_store
 
     ensure_bucket(moto.endpoint_url, "killed-uploads")

@@ -18,7 +18,7 @@ import json
 import pytest
 
 from model_release.errors import InfraError
-from model_release.local.s3 import MotoServer, ensure_bucket
+from model_release.local.moto_process import MotoServer, ensure_bucket
 from model_release.store import open_store, promote, read_channel, verify_release
 
 from .conftest import fast_client

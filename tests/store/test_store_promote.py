@@ -12,7 +12,7 @@ import pytest
 
 from model_release.errors import ChecksumMismatch, SpecError, StoreError
 from model_release.store import history, open_store, promote, read_channel, stage_release, verify_release
-from model_release.store.layout import MARKER
+from model_release.store.keys import MARKER
 
 from .helpers import history_agrees, make_release
 
@@ -176,7 +176,7 @@ def test_open_store_rejects_other_uris():
 
 def test_stored_checksum_is_the_manifest_sha256(moto, tmp_path):
     """The S3 read-back compares what S3 keeps (x-amz-checksum-sha256) with the manifest."""
-    from model_release.local.s3 import ensure_bucket
+    from model_release.local.moto_process import ensure_bucket
 
     from .conftest import fast_client
 

@@ -9,7 +9,7 @@ import pytest
 from model_release.errors import ConflictError, SpecError, StoreError
 from model_release.store import (history, list_releases, promote, read_channel, retention, rollback, stage_release,
                                  verify_release)
-from model_release.store.layout import MARKER
+from model_release.store.keys import MARKER
 
 from .helpers import history_agrees, make_release
 

@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from model_release.errors import ModelReleaseError
-from model_release.local.s3 import ensure_bucket
+from model_release.local.moto_process import ensure_bucket
 from model_release.store import open_store, promote, verify_release
 from model_release.store.cli import main as store_cli
 

@@ -97,13 +97,13 @@ def start(params: dict[str, Any], run_id: str, run_after: Any, *, run: dict[str,
     :class:`AirflowSkipException` when it is not, touching nothing. Everything checkable is then
     checked (:func:`~model_release.pipeline.preflight`, a release id another run's workspace holds
     among it) before anything is written. Every run then claims the version in the channel's ledger
-    (:mod:`model_release.ledger`): a version another running run holds is skipped, so two runs never
+    (:mod:`model_release.store.ledger`): a version another running run holds is skipped, so two runs never
     release the same version. Last, the workspace is claimed for this run (``.owner``, in the
     workspace store when there is one), so the run's own retries, on any worker, find it theirs.
     """
     from airflow.sdk.exceptions import AirflowSkipException
 
-    from .. import ledger
+    from ..store import ledger
 
     spec_path = Path(params["spec"])
     if not spec_path.is_absolute():
@@ -254,7 +254,7 @@ def finish(data: dict[str, Any] | None, *, nothing_new: str | None = None) -> di
     """
     from airflow.sdk.exceptions import AirflowSkipException
 
-    from .. import ledger
+    from ..store import ledger
     from ..types import PromoteResult
     from ..workspace import STAGES
 

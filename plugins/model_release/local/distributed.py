@@ -37,7 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ServiceUnavailable
+from ..store.keys import WORKSPACES
 from .ports import free_port
+from .procs import signal_pids, stop_group
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +133,7 @@ class DistributedStack:
             self.wait_worker(worker)
 
     def _s3(self) -> None:
-        from .s3 import MotoServer, ensure_bucket
+        from .moto_process import MotoServer, ensure_bucket
 
         self.moto = MotoServer().start()
         ensure_bucket(self.moto.endpoint_url, BUCKET)
@@ -165,24 +167,10 @@ class DistributedStack:
         if proc is None or proc.popen.poll() is not None:
             return
         tree = _descendants(proc.popen.pid)
-        try:
-            os.killpg(proc.popen.pid, sig)
-            proc.popen.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.popen.pid, signal.SIGKILL)
-            proc.popen.wait()
-        except ProcessLookupError:
-            pass
-        # what outlived its leader: a Celery pool child, a task runner in its own process group
-        for pid in tree:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        try:
-            os.killpg(proc.popen.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        # kill_rest: what outlived its leader in its group; then the rest of its tree (a Celery pool
+        # child, a task runner in a process group of its own)
+        stop_group(proc.popen, timeout=timeout, sig=sig, kill_rest=True)
+        signal_pids(tree, signal.SIGKILL)
 
     def _spawn(self, name: str, cmd: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None,
                user: str | None = None) -> Proc:
@@ -258,7 +246,7 @@ class DistributedStack:
         self._wait("redis", ready, 30)
 
     def _aws_env(self) -> dict[str, str]:
-        from .s3 import _MOTO_KEY_ID, _MOTO_SECRET
+        from .moto_process import _MOTO_KEY_ID, _MOTO_SECRET
 
         return {"AWS_ACCESS_KEY_ID": _MOTO_KEY_ID, "AWS_SECRET_ACCESS_KEY": _MOTO_SECRET, "AWS_DEFAULT_REGION": "us-east-1"}
 
@@ -290,7 +278,7 @@ class DistributedStack:
 
     def airflow_env(self) -> dict[str, str]:
         """What every Airflow component gets: the metadata DB, the broker, the connections, the workspace store."""
-        from .s3 import _MOTO_KEY_ID, _MOTO_SECRET
+        from .moto_process import _MOTO_KEY_ID, _MOTO_SECRET
 
         aws = {"conn_type": "aws", "login": _MOTO_KEY_ID, "password": _MOTO_SECRET,
                "extra": {"endpoint_url": self.moto.endpoint_url if self.moto else "", "region_name": "us-east-1"}}
@@ -329,7 +317,7 @@ class DistributedStack:
             AIRFLOW_CONN_AWS_DEFAULT=json.dumps(aws),
             AIRFLOW_CONN_MLFLOW_DEFAULT=json.dumps({"conn_type": "http", "extra": {"tracking_uri": self.tracking_uri}}),
             MODEL_RELEASE_HOME=str(PROJECT),
-            MODEL_RELEASE_WORKSPACE_STORE=f"s3://{BUCKET}/workspaces",
+            MODEL_RELEASE_WORKSPACE_STORE=f"s3://{BUCKET}/{WORKSPACES.rstrip('/')}",
             MODEL_RELEASE_RETRY_DELAY_S="5",
             # MLflow's model download resolves a logged model's own URI with the process-wide tracking URI,
             # not the one passed to it: every process that reads models gets it as the environment too

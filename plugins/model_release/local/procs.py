@@ -1,10 +1,14 @@
-"""The processes of a long-running local stack: started marked, found by their mark, stopped by pid.
+"""The processes of a local stack: started marked, found by their mark, stopped by pid or by group.
 
 Every process the stack starts gets ``MODEL_RELEASE_STACK_ID=<id>`` in its environment, and
 every process those start (Airflow's task runners, a canary's Triton, uvicorn workers) inherits
 it. So the stack's processes can be found again from ``/proc`` after a restart of the supervisor
 or a crash, and ``model-release down`` can prove that none is left. Only processes that carry this
 stack's id are ever signalled, each by its pid.
+
+:func:`stop_group` is the one "SIGTERM the group, wait, SIGKILL" of the package: the moto child,
+``model-release up``'s services, the local Triton and the distributed stack's processes all lead
+a process group of their own (``start_new_session``) and are stopped through it.
 """
 
 from __future__ import annotations
@@ -13,8 +17,9 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 #: the environment variable that marks a process as belonging to one stack
 MARKER = "MODEL_RELEASE_STACK_ID"
@@ -104,3 +109,75 @@ def sweep(stack_id: str, *, timeout: float = 20.0) -> list[int]:
         # a process may have started a child while it was being stopped
         stop(marked(stack_id), timeout=5.0)
     return found
+
+
+def group_members(pgid: int) -> list[int]:
+    """The live processes (zombies left out) of process group ``pgid`` (Linux /proc; empty where there is none)."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+            members.append(int(stat.parent.name))
+    return members
+
+
+def stop_group(proc: subprocess.Popen[Any], *, timeout: float, sig: int = signal.SIGTERM, leader_only: bool = False,
+               kill_rest: bool = False, on_kill: Callable[[], None] | None = None, settle: float = 10.0) -> bool:
+    """Stop a process that leads its own process group: ``sig``, wait, then SIGKILL the group.
+
+    Args:
+        proc: the group's leader (started with ``start_new_session=True``).
+        timeout: seconds to wait for the leader to exit after ``sig``.
+        sig: the first signal (SIGTERM; SIGINT is Postgres's fast shutdown).
+        leader_only: send ``sig`` to the leader alone (a server that shuts its children down itself).
+        kill_rest: SIGKILL the group even when the leader exited in time, for members that outlive
+            it (a python backend stub, a pool child); also when the leader had exited already.
+        on_kill: called before the SIGKILL when the leader did not exit within ``timeout``.
+        settle: at most this many seconds waiting for the group to be gone after the SIGKILL.
+
+    Returns:
+        True when the leader did not exit within ``timeout`` and was killed.
+    """
+    if proc.poll() is not None and not kill_rest:
+        return False
+    killed = False
+    if proc.poll() is None:
+        try:
+            if leader_only:
+                proc.send_signal(sig)
+            else:
+                os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            killed = True
+            if on_kill is not None:
+                on_kill()
+    if killed or kill_rest:
+        _kill_group(proc, settle)
+    return killed
+
+
+def _kill_group(proc: subprocess.Popen[Any], settle: float) -> None:
+    """SIGKILL ``proc``'s group until none of it is left (at most ``settle`` seconds), reaping the leader."""
+    deadline = time.monotonic() + settle
+    while True:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            break
+        try:
+            proc.wait(timeout=0.05)
+        except subprocess.TimeoutExpired:
+            pass
+        if not group_members(proc.pid) or time.monotonic() > deadline:
+            break
+    try:
+        proc.wait(timeout=max(0.0, deadline - time.monotonic()) or 0.05)
+    except subprocess.TimeoutExpired:
+        pass

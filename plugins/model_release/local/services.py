@@ -1,6 +1,6 @@
 """The services of the long-running local stack: how each is started and how to tell it is ready.
 
-- ``s3``: the persistent moto endpoint (:mod:`model_release.local.s3_server`);
+- ``s3``: the persistent moto endpoint (:mod:`model_release.local.moto_persistent`);
 - ``mlflow``: ``mlflow server`` with its UI, one worker, tracking and registry on SQLite,
   artifacts served by the server from a local folder;
 - ``airflow-api-server`` (UI and REST), ``airflow-scheduler`` (LocalExecutor, parallelism 2) and
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..errors import ServiceUnavailable
 from .http import AirflowApi, AirflowApiError, answers
-from .layout import AIRFLOW_USER, HOST, Layout, StackConfig
+from .stack_folder import AIRFLOW_USER, HOST, Layout, StackConfig
 
 BIN = Path(sys.executable).parent
 DAG_ID = "model_release"
@@ -43,7 +43,7 @@ def services(layout: Layout, config: StackConfig) -> list[Service]:
     """The stack's processes, in start order."""
     db = (layout.mlflow / "mlflow.db").as_posix()
     return [
-        Service("s3", [sys.executable, "-m", "model_release.local.s3_server", "--host", HOST,
+        Service("s3", [sys.executable, "-m", "model_release.local.moto_persistent", "--host", HOST,
                        "--port", str(config.ports["s3"]), "--state", str(layout.s3_state)], config.url("s3")),
         Service("mlflow", [str(BIN / "mlflow"), "server", "--host", HOST, "--port", str(config.ports["mlflow"]),
                            "--workers", "1", "--backend-store-uri", f"sqlite:///{db}",

@@ -39,7 +39,7 @@ def connection_env(tracking_uri: str, endpoint_url: str) -> dict[str, str]:
 
     The S3 connection carries the local endpoint's dummy credentials (moto accepts any).
     """
-    from .s3 import _MOTO_KEY_ID, _MOTO_SECRET
+    from .moto_process import _MOTO_KEY_ID, _MOTO_SECRET
 
     aws = {"conn_type": "aws", "login": _MOTO_KEY_ID, "password": _MOTO_SECRET,
            "extra": {"endpoint_url": endpoint_url, "region_name": "us-east-1"}}
@@ -76,7 +76,7 @@ class EmbeddedStack:
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> "EmbeddedStack":
         from .mlflow import local_tracking
-        from .s3 import MotoServer, ensure_bucket
+        from .moto_process import MotoServer, ensure_bucket
 
         self.root.mkdir(parents=True, exist_ok=True)
         self.workspace.mkdir(exist_ok=True)

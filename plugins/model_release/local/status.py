@@ -17,7 +17,7 @@ from typing import Any
 
 from . import procs
 from .http import AirflowApi, AirflowApiError, answers
-from .layout import AIRFLOW_USER, Layout, default_root
+from .stack_folder import AIRFLOW_USER, Layout, default_root
 from .services import DAG_ID
 
 ACTIVE = ("queued", "running")

@@ -318,28 +318,12 @@ class LocalTriton:
                 pass
         proc = self.process
         if proc is not None:
-            pgid = proc.pid  # start_new_session: the server leads its own group
-            if proc.poll() is None:
-                try:
-                    proc.send_signal(signal.SIGTERM)
-                    proc.wait(timeout=self.exit_timeout)
-                except subprocess.TimeoutExpired:
-                    pass
-                except ProcessLookupError:
-                    pass
-            # the server if it ignored SIGTERM, and any python stub it left behind; wait until they are gone
-            deadline = time.monotonic() + 10
-            while True:
-                try:
-                    os.killpg(pgid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    break
-                try:
-                    proc.wait(timeout=0.05)
-                except subprocess.TimeoutExpired:
-                    pass
-                if not _live_members(pgid) or time.monotonic() > deadline:
-                    break
+            from ..local.procs import stop_group
+
+            # start_new_session: the server leads its own group. SIGTERM to the server alone (it
+            # stops its stubs), then SIGKILL the group: the server if it ignored SIGTERM, and any
+            # python stub it left behind, until they are gone
+            stop_group(proc, timeout=self.exit_timeout, leader_only=True, kill_rest=True)
             atexit.unregister(self._atexit_stop)
             for region in Path("/dev/shm").glob(f"{self._shm_prefix}*"):
                 region.unlink(missing_ok=True)

@@ -4,7 +4,7 @@
 on 127.0.0.1, waits until each answers and the ``model_release`` DAG is parsed, writes the env file,
 prints the URLs, and keeps them running until Ctrl-C, SIGTERM or ``model-release down``. With
 ``--detach`` it runs itself in the background and returns once the stack is ready. Its state is in
-one folder (see :mod:`model_release.local.layout`) and survives a restart: MLflow's registry, the
+one folder (see :mod:`model_release.local.stack_folder`) and survives a restart: MLflow's registry, the
 S3 store's objects and Airflow's run history.
 
 ``down`` stops the supervisor, which stops the services in reverse order; then it looks for any
@@ -28,7 +28,7 @@ from typing import Any
 
 from ..errors import ModelReleaseError, ServiceUnavailable
 from . import procs
-from .layout import BUCKET, Layout, StackConfig, default_root, load_config, stack_env, write_env_file
+from .stack_folder import BUCKET, Layout, StackConfig, default_root, load_config, stack_env, write_env_file
 from .services import Service, airflow_ready, http_ready, init_airflow, services, wait_until
 
 STOP_TIMEOUT = 30.0
@@ -49,7 +49,7 @@ class Supervisor:
 
     def start(self) -> None:
         """Start every service and wait until it answers; raises on a failure (the caller stops what was started)."""
-        from .s3 import ensure_bucket
+        from .moto_process import ensure_bucket
 
         s3, mlflow, api, scheduler, processor = services(self.layout, self.config)
         self._spawn(s3)
@@ -112,20 +112,8 @@ class Supervisor:
     def stop(self) -> None:
         """Stop the services in reverse order (SIGTERM to each one's process group, then SIGKILL), then any stray."""
         for name, (_, proc) in reversed(list(self.running.items())):
-            if proc.poll() is None:
-                try:
-                    os.killpg(proc.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-            try:
-                proc.wait(STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                print(f"[up] {name} did not stop within {STOP_TIMEOUT:.0f} s; killing it", file=sys.stderr, flush=True)
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                proc.wait()
+            procs.stop_group(proc, timeout=STOP_TIMEOUT, on_kill=lambda name=name: print(
+                f"[up] {name} did not stop within {STOP_TIMEOUT:.0f} s; killing it", file=sys.stderr, flush=True))
         self.running.clear()
         procs.sweep(self.config.stack_id)
         self.layout.state_json.unlink(missing_ok=True)

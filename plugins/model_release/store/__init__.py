@@ -15,7 +15,18 @@ the same layout and the same guarantees::
     rejected/<release_id>/rejected.json       its record: channel, when, who, reasons, key figures
     history/<channel>/<seq:010d>.json         one entry per pointer move, written create-only
                                               (action promote, rollback or repair)
+    ledger/<channel>/<model>/<version>.json   the channel's ledger: each model version claimed,
+                                              released, rejected or failed (see ``ledger.py``)
+    workspaces/<release_id>/<stage>/...       a distributed run's release workspaces, when the
+                                              workspace mirror is opened on ``<store>/workspaces``
+                                              (``workspace_mirror.py``)
     .locks/                                   (local-folder store only) flock files for conditional writes
+
+Every key is built by :mod:`.keys` (the key map); the modules: ``model_store`` (the store handle
+and ``open_store``), ``pointer`` (the channel pointer protocol, whole), ``channels`` (rollback and
+repair), ``promote``, ``verify``, ``retention``, ``uploads``, ``rejected``, ``history_page``,
+``ledger``, ``fetch``, ``bundle``, ``registry``, ``cli``; the backends ``s3`` and ``folder``
+behind ``backend.StoreBackend``.
 
 Guarantees:
 
@@ -90,9 +101,10 @@ Public API::
 from __future__ import annotations
 
 from .backend import ObjectInfo, PendingUpload, StoreBackend
-from .channels import UNSET, RepairResult, RollbackResult, history, move_channel, read_channel, repair_pointer, rollback
+from .channels import RepairResult, RollbackResult, repair_pointer, rollback
 from .history_page import refresh_channel_page, write_channel_page
-from .layout import ChannelPointer, ModelStore, open_store
+from .model_store import ModelStore, open_store
+from .pointer import UNSET, ChannelPointer, history, move_channel, read_channel
 from .promote import Progress, StageResult, promote, stage_release
 from .registry import MlflowFollower, RegistryFollower
 from .rejected import keep_rejection, rejections

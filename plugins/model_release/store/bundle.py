@@ -15,7 +15,7 @@ from typing import Any
 
 from ..repository.manifest import finalize_manifest
 from ..workspace import link_or_copy
-from .layout import MANIFEST
+from .keys import MANIFEST
 
 
 def bundle_release(

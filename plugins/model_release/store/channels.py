@@ -1,11 +1,8 @@
-"""Channel pointers: read, move by compare-and-swap, history, rollback.
+"""Where a channel's pointer moves when it is moved back or repaired: rollback and repair-pointer.
 
-A move reads the pointer (and its etag), then writes the new pointer conditionally: create-only
-when there was none, replace-only-that-etag otherwise. Of two concurrent moves exactly one
-write succeeds; the other gets ``ConflictError`` naming the release that won. The history entry
-is written after the pointer (create-only, numbered by the pointer's ``seq``); a move that died
-between the two is repaired by the next move, which first writes the missing entry from the
-pointer it read, so history and pointer always agree.
+Both decide the target and then move the pointer through :mod:`.pointer` (the whole pointer
+protocol: read, conditional write, history, conflict); both refresh the channel's history page
+afterwards, best effort, since a move itself renders nothing.
 
 A pointer damaged by hand or by another tool (not JSON, a key missing) stops promotion, rollback
 and retention with a ``StoreError`` naming the key; :func:`repair_pointer` (``model-release store
@@ -20,120 +17,18 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ConflictError, ModelReleaseError, ServiceUnavailable, StoreError
-from ..names import check_release_id
-from .backend import PreconditionFailed
-from .layout import ChannelPointer, ModelStore, check_channel, dumps
+from ..errors import ModelReleaseError, ServiceUnavailable, StoreError
+from ..names import check_channel, check_release_id
+from .history_page import refresh_channel_page
+from .keys import channel_key
+from .model_store import ModelStore
+from .pointer import (
+    UNSET, ChannelPointer, append_history, history, last_recorded, move_channel, parse_pointer, read_pointer, replace_stored,
+)
 from .registry import RegistryFollower, report_uri
 from .verify import require_verified, verify_release
 
 log = logging.getLogger(__name__)
-
-
-class _Unset:
-    def __repr__(self) -> str:
-        return "UNSET"
-
-
-#: ``expected_current`` default: compare-and-swap against whatever the pointer holds when read
-UNSET: Any = _Unset()
-
-
-def read_channel(store: ModelStore, channel: str) -> ChannelPointer | None:
-    """The channel's pointer, or None when the channel was never promoted to."""
-    return store.read_pointer(check_channel(channel))
-
-
-def _conflict(store: ModelStore, channel: str, release_id: str, expected: str | None, winner: str | None) -> ConflictError:
-    return ConflictError(
-        f"channel {channel!r} in {store.uri} moved to release {winner!r} while moving it to {release_id!r} "
-        f"(this move expected {expected!r}); {winner!r} won and nothing was changed by this move. "
-        f"Check {release_id!r} against {winner!r} and move again if it should still replace it.",
-        winner=winner,
-        stage="promote",
-    )
-
-
-def move_channel(
-    store: ModelStore, channel: str, release_id: str, *, expected_current: Any = UNSET, action: str = "promote"
-) -> tuple[ChannelPointer, str | None, bool]:
-    """Point ``channel`` at ``release_id`` with a conditional write, then append history.
-
-    Args:
-        store: the model store.
-        channel: the channel to move.
-        release_id: the release it should point at (the caller has verified it).
-        expected_current: the release the caller believes is current (None: no pointer yet);
-            UNSET compares against whatever is read now.
-        action: ``promote``, ``rollback`` or ``repair``, recorded in the pointer and history.
-
-    Returns:
-        (the pointer now stored, the release it pointed at before, whether this call moved it).
-        A promotion of the release already current does not move anything (an idempotent retry).
-
-    Raises:
-        ConflictError: the pointer is not at ``expected_current``, or another writer moved it
-            between the read and the write; ``.winner`` is the release it points at now.
-    """
-    check_channel(channel)
-    current = store.read_pointer(channel)
-    current_id = current.release_id if current else None
-    if current is not None and current_id == release_id and action == "promote":
-        store.append_history(current)  # repair, in case the previous attempt died before writing it
-        return current, current.previous_release, False
-    if expected_current is not UNSET and current_id != expected_current:
-        raise _conflict(store, channel, release_id, expected_current, current_id)
-    if current is not None:
-        store.append_history(current)  # repair a history entry a crashed mover left out
-    new = ChannelPointer(
-        channel=channel,
-        release_id=release_id,
-        previous_release=current_id,
-        seq=(current.seq + 1) if current else 1,
-        action=action,
-    )
-    try:
-        store.write_pointer(new, replacing=current)
-    except PreconditionFailed:
-        now = store.read_pointer(channel)
-        raise _conflict(store, channel, release_id, current_id, now.release_id if now else None) from None
-    store.append_history(new)
-    log.info("%s: channel %s of %s now points at %s (was %s)", action, channel, store.uri, release_id, current_id)
-    return new, current_id, True
-
-
-def history(store: ModelStore, channel: str) -> list[ChannelPointer]:
-    """Every move of ``channel``, oldest first (including one a crashed mover left out of history).
-
-    A damaged pointer is left out (it records no move; ``read_channel`` reports it).
-
-    Raises:
-        StoreError: a history entry is damaged; the message names it.
-    """
-    check_channel(channel)
-    entries: list[ChannelPointer] = []
-    for info in store.backend.list(f"history/{channel}/"):
-        got = store.backend.get_bytes(info.key)
-        entry, problem = store.parse_pointer(channel, got)
-        if problem:
-            raise StoreError(
-                f"history entry {store.uri}/{info.key} is damaged: {problem}. History is a record only: restore the "
-                "entry from a backup or move it aside, then run again"
-            )
-        if entry is not None:
-            entries.append(entry)
-    entries.sort(key=lambda p: p.seq)
-    current, _ = store.inspect_pointer(channel)
-    if current is not None and (not entries or entries[-1].seq < current.seq):
-        entries.append(current)
-    return entries
-
-
-def _refresh_page(store: ModelStore, channel: str) -> None:
-    """Rewrite the channel's history page (``channels/<channel>.html``); best effort, never raises."""
-    from .history_page import refresh_channel_page
-
-    refresh_channel_page(store, channel)
 
 
 @dataclass
@@ -196,7 +91,7 @@ def rollback(
     check_channel(channel)
     if to_release is not None:
         check_release_id(to_release)
-    current = store.read_pointer(channel)
+    current = read_pointer(store, channel)
     if current is None:
         raise StoreError(f"rollback: channel {channel!r} in {store.uri} points at nothing yet; promote a release first")
     target = to_release if to_release is not None else _rollback_target(store, channel, current.release_id)
@@ -208,7 +103,7 @@ def rollback(
     else:
         expected = current.release_id if expected_current is UNSET else expected_current
         pointer, previous, _ = move_channel(store, channel, target, expected_current=expected, action="rollback")
-    _refresh_page(store, channel)
+    refresh_channel_page(store, channel)  # a view of the move; never fails the rollback
     result = RollbackResult(channel=channel, from_release=previous, to_release=target, seq=pointer.seq)
     if follower is not None:
         try:
@@ -248,21 +143,6 @@ class RepairResult:
         return dict(self.__dict__)
 
 
-def _last_recorded(store: ModelStore, channel: str) -> tuple[int, str | None]:
-    """(the highest history number, the release of that entry when readable), from a damaged
-    channel's history: numbers come from the keys, so a damaged entry cannot hide one."""
-    seqs = []
-    for info in store.backend.list(f"history/{channel}/"):
-        name = info.key.rsplit("/", 1)[-1]
-        if name.endswith(".json") and name[:-5].isdigit():
-            seqs.append((int(name[:-5]), info.key))
-    if not seqs:
-        return 0, None
-    seq, key = max(seqs)
-    entry, _ = store.parse_pointer(channel, store.backend.get_bytes(key))
-    return seq, entry.release_id if entry else None
-
-
 def repair_pointer(store: ModelStore, channel: str, release_id: str) -> RepairResult:
     """Point ``channel`` at ``release_id`` whatever the stored pointer holds: damaged, naming a
     release that does not exist, or sound. The way out when promotion and rollback refuse a
@@ -281,34 +161,19 @@ def repair_pointer(store: ModelStore, channel: str, release_id: str) -> RepairRe
     check_channel(channel)
     check_release_id(release_id)
     require_verified(store, release_id, purpose="repair-pointer")
-    key = store.channel_key(channel)
-    got = store.backend.get_bytes(key)
-    current, damage = store.parse_pointer(channel, got)
+    got = store.backend.get_bytes(channel_key(channel))
+    current, damage = parse_pointer(channel, got)
     if current is not None:
-        store.append_history(current)  # a crashed mover's missing entry, as move_channel does
+        append_history(store, current)  # a crashed mover's missing entry, as move_channel does
         if current.release_id == release_id:
             return RepairResult(channel, release_id, current.previous_release, current.seq, None, False)
         seq, previous = current.seq + 1, current.release_id
     else:
-        last, previous = _last_recorded(store, channel)
+        last, previous = last_recorded(store, channel)
         seq = last + 1
     new = ChannelPointer(channel=channel, release_id=release_id, previous_release=previous, seq=seq, action="repair")
-    try:
-        if got is None:
-            store.backend.put_bytes(key, dumps(new.to_doc()), if_none_match=True)
-        else:
-            store.backend.put_bytes(key, dumps(new.to_doc()), if_match=got[1])
-    except PreconditionFailed:
-        now, _ = store.inspect_pointer(channel)
-        winner = now.release_id if now else None
-        raise ConflictError(
-            f"repair-pointer: channel {channel!r} in {store.uri} changed while it was being repaired (it now names "
-            f"{winner!r}); nothing was written. Look at it again (`model-release store history`) and rerun if it "
-            "still needs repair",
-            winner=winner,
-        ) from None
-    store.append_history(new)
-    _refresh_page(store, channel)
+    replace_stored(store, new, got)
+    refresh_channel_page(store, channel)  # a view of the move; never fails the repair
     log.warning("repair-pointer: channel %s of %s now points at %s (was %s)", channel, store.uri, release_id,
                 f"damaged: {damage}" if damage else repr(previous))
     return RepairResult(channel, release_id, current.release_id if current else None, seq, damage, True)

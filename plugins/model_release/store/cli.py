@@ -27,9 +27,10 @@ from typing import Any
 
 from ..errors import ModelReleaseError
 from ..safe_text import one_line
-from .channels import history, repair_pointer, rollback
+from .channels import repair_pointer, rollback
 from .history_page import write_channel_page
-from .layout import open_store
+from .model_store import open_store
+from .pointer import history
 from .registry import MlflowFollower
 from .retention import PROTECT_DAYS_RANGE, list_releases, pointer_problems, retention, valid_protect_days
 from .verify import verify_release

@@ -17,7 +17,8 @@ from typing import Any
 from ..errors import ChecksumMismatch, StoreError
 from ..names import check_release_id
 from ..workspace import atomic_write_bytes
-from .layout import MANIFEST, ModelStore
+from .keys import MANIFEST
+from .model_store import ModelStore
 from .verify import manifest_files
 
 log = logging.getLogger(__name__)

@@ -23,21 +23,19 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..errors import ModelReleaseError
-from ..names import check_channel
 from ..webpage import (
     CANDIDATE_COLOUR, FAILED_COLOUR, PASSED_COLOUR, esc, legend_above, new_figure, page, placeholder_html, plot_html, style_axes,
 )
-from .layout import ChannelPointer, ModelStore, utcnow
-from .rejected import rejected_prefix, rejections
+from .documents import utcnow
+from .keys import history_prefix, page_key, rejected_prefix
+from .model_store import ModelStore
+from .pointer import ChannelPointer, inspect_pointer, parse_pointer
+from .rejected import rejections
 
 log = logging.getLogger(__name__)
 
 _ACTIONS = {"promote": "promoted", "rollback": "rolled back to", "repair": "repaired to", "rejected": "rejected"}
 _PRIMARY = {"classification": ("accuracy", True), "regression": ("rmse", False)}
-
-
-def page_key(channel: str) -> str:
-    return f"channels/{check_channel(channel)}.html"
 
 
 @dataclass
@@ -76,13 +74,13 @@ def moves(store: ModelStore, channel: str) -> list[ChannelPointer]:
     """Every move of the channel, oldest first, read leniently: a page shows what it can (a damaged
     entry is left out with a warning; ``model-release store history`` names it as an error)."""
     entries = {}
-    for info in store.backend.list(f"history/{check_channel(channel)}/"):
-        entry, problem = store.parse_pointer(channel, store.backend.get_bytes(info.key))
+    for info in store.backend.list(history_prefix(channel)):
+        entry, problem = parse_pointer(channel, store.backend.get_bytes(info.key))
         if problem:
             log.warning("channel page: history entry %s/%s is damaged (%s); left out", store.uri, info.key, problem)
         elif entry is not None:
             entries[entry.seq] = entry
-    current, _ = store.inspect_pointer(channel)
+    current, _ = inspect_pointer(store, channel)
     if current is not None:
         entries.setdefault(current.seq, current)  # a move whose history entry a crashed mover left out
     return [entries[k] for k in sorted(entries)]
@@ -217,7 +215,7 @@ def render(store_uri: str, channel: str, evs: list[Event], current: str | None) 
 def write_channel_page(store: ModelStore, channel: str) -> str:
     """Rebuild ``channels/<channel>.html`` from the store's records and write it; returns its URI."""
     key = page_key(channel)
-    pointer, _ = store.inspect_pointer(channel)
+    pointer, _ = inspect_pointer(store, channel)
     html = render(store.uri, channel, events(store, channel), pointer.release_id if pointer else None)
     store.backend.put_bytes(key, html.encode())
     return f"{store.uri}/{key}"

@@ -34,11 +34,13 @@ from typing import Any, Callable
 
 from ..errors import ChecksumMismatch, ModelReleaseError, ServiceUnavailable, StoreError
 from ..types import PromoteResult
-from ..names import check_release_id
+from ..names import check_channel, check_release_id
 from .backend import ObjectInfo, PreconditionFailed, composite_b64, hash_file, object_problem
-from .channels import UNSET, move_channel
+from .documents import FORMAT, dumps, utcnow
 from .history_page import refresh_channel_page
-from .layout import FORMAT, MANIFEST, MARKER, ModelStore, check_channel, dumps, utcnow
+from .keys import MANIFEST, MARKER
+from .model_store import ModelStore
+from .pointer import UNSET, move_channel, read_pointer
 from .registry import RegistryFollower, model_ref, report_uri
 from .uploads import abort_stale_uploads
 from .verify import VerifyReport, manifest_files, verify_release
@@ -404,7 +406,7 @@ def promote(
     local = read_release_dir(Path(release_dir))
     if follower is not None:  # refuse before uploading, not after moving the pointer
         model_ref(local.manifest, where=str(local.path / MANIFEST))
-    store.read_pointer(channel)  # a damaged pointer is refused before anything is uploaded
+    read_pointer(store, channel)  # a damaged pointer is refused before anything is uploaded
     staged = _stage(local, release_id, store, workers=workers, progress=progress)
     pointer, previous, moved = move_channel(store, channel, release_id, expected_current=expected_current)
     refresh_channel_page(store, channel)  # the channel's history page (a view; never fails the promotion)

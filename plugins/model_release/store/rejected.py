@@ -23,18 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StoreError
-from ..names import check_channel, check_release_id, is_release_id
-from .layout import FORMAT, ModelStore, dumps, utcnow
+from ..names import check_channel, is_release_id
+from .documents import FORMAT, dumps, utcnow
+from .keys import REJECTED, REJECTED_RECORD, rejected_prefix
+from .model_store import ModelStore
 
 log = logging.getLogger(__name__)
-
-REJECTED = "rejected/"
-RECORD = "rejected.json"
-
-
-def rejected_prefix(release_id: str) -> str:
-    return f"{REJECTED}{check_release_id(release_id)}/"
-
 
 def figures_of(report: dict[str, Any]) -> dict[str, Any]:
     """The key figures of a canary report, in the shape of a manifest's ``canary.figures``."""
@@ -99,7 +93,7 @@ def keep_rejection(store: ModelStore, release_id: str, channel: str, report_json
         champion=champion.get("release_id") or champion.get("name"), figures=figures_of(report),
         reports={name: hashlib.sha256(data).hexdigest() for name, data in files.items()},
     )
-    store.backend.put_bytes(prefix + RECORD, dumps(record.to_doc()))
+    store.backend.put_bytes(prefix + REJECTED_RECORD, dumps(record.to_doc()))
     return store.uri + "/" + prefix
 
 
@@ -110,14 +104,14 @@ def rejections(store: ModelStore, channel: str) -> list[Rejection]:
     for release_id in store.backend.list_dirs(REJECTED):
         if not is_release_id(release_id):
             continue
-        got = store.backend.get_bytes(rejected_prefix(release_id) + RECORD)
+        got = store.backend.get_bytes(rejected_prefix(release_id) + REJECTED_RECORD)
         if got is None:
             continue  # reports uploaded, record not yet (or a crash in between): not a rejection yet
         try:
             doc = json.loads(got[0])
             record = Rejection(**{k: doc[k] for k in Rejection.__dataclass_fields__ if k in doc})
         except (ValueError, TypeError, KeyError):
-            log.warning("channel page: %s/%s%s is damaged; left out", store.uri, rejected_prefix(release_id), RECORD)
+            log.warning("channel page: %s/%s%s is damaged; left out", store.uri, rejected_prefix(release_id), REJECTED_RECORD)
             continue
         if record.channel == channel:
             found.append(record)

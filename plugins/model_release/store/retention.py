@@ -10,7 +10,9 @@ from typing import Any, Callable
 
 from ..errors import SpecError
 from .channels import history
-from .layout import MANIFEST, MARKER, ModelStore, repair_hint
+from .keys import MANIFEST, MARKER
+from .model_store import ModelStore
+from .pointer import damaged_pointer, inspect_pointer, repair_hint
 from .uploads import abort_stale_uploads
 from .verify import verify_release
 
@@ -58,10 +60,10 @@ def _pointed(store: ModelStore, *, strict: bool) -> tuple[dict[str, list[str]], 
     by_release: dict[str, list[str]] = {}
     damaged: dict[str, str] = {}
     for channel in store.channels():
-        pointer, problem = store.inspect_pointer(channel)
+        pointer, problem = inspect_pointer(store, channel)
         if problem:
             if strict:
-                raise store.damaged_pointer(channel, problem)
+                raise damaged_pointer(store, channel, problem)
             damaged[channel] = problem
         elif pointer is not None:
             by_release.setdefault(pointer.release_id, []).append(channel)

@@ -19,6 +19,7 @@ from typing import Any, Iterator
 
 from ..errors import ServiceUnavailable, StoreError
 from .backend import META_COMPOSITE, META_SHA256, ObjectInfo, PendingUpload, PreconditionFailed, composite_b64
+from .keys import WRITE_PROBE
 
 MULTIPART_THRESHOLD = 16 * 1024 * 1024
 MULTIPART_CHUNKSIZE = 8 * 1024 * 1024
@@ -278,7 +279,7 @@ class S3Backend:
             raise StoreError(f"bucket {self.bucket!r} (store {self.uri}) cannot be read: {exc.message.split(': ', 1)[-1]}") from None
         if not write:
             return
-        probe = f"releases/.check-writable/{uuid.uuid4().hex}"  # never a release id: those start alphanumeric
+        probe = f"{WRITE_PROBE}{uuid.uuid4().hex}"  # never a release id: those start alphanumeric
         try:
             with self._boundary("multipart upload (write probe)", probe):
                 started = self.client.create_multipart_upload(Bucket=self.bucket, Key=self._key(probe))

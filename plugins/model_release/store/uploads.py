@@ -15,7 +15,8 @@ from datetime import datetime, timedelta, timezone
 
 from ..names import check_release_id
 from .backend import PendingUpload
-from .layout import RELEASES, ModelStore
+from .keys import RELEASES
+from .model_store import ModelStore
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,8 @@ from typing import Any
 from ..errors import ChecksumMismatch, StoreError
 from ..workspace import check_release_id
 from .backend import object_problem
-from .layout import MANIFEST, MARKER, ModelStore
+from .keys import MANIFEST, MARKER
+from .model_store import ModelStore
 
 
 @dataclass

@@ -1,4 +1,8 @@
-"""A local S3 endpoint: ``moto_server`` as a child process on 127.0.0.1.
+"""A local S3 endpoint: ``moto_server`` as a child process on 127.0.0.1, its state in memory.
+
+Named for what it runs (moto, as a child process), not ``s3``, which is the store's S3 backend
+(``store/s3.py``); the long-running stack's endpoint, whose state survives a restart, is
+:mod:`.moto_persistent`.
 
 Usage::
 
@@ -16,8 +20,6 @@ from __future__ import annotations
 
 import atexit
 import logging
-import os
-import signal
 import subprocess
 import sys
 import threading
@@ -29,6 +31,7 @@ from typing import Any
 
 from ..errors import ServiceUnavailable, StoreError
 from .ports import free_port
+from .procs import stop_group
 
 log = logging.getLogger(__name__)
 
@@ -124,17 +127,7 @@ class MotoServer:
         if proc is None or proc.poll() is not None:
             return
         try:
-            os.killpg(proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait()
+            stop_group(proc, timeout=timeout)
         finally:
             if proc.stderr and not proc.stderr.closed:
                 proc.stderr.close()

@@ -13,6 +13,9 @@ A stack lives in one folder (default ``<project>/.work/stack``, or ``$MODEL_RELE
 
 Everything is bound to 127.0.0.1. The ports picked on the first start are reused on the next one
 when they are still free.
+
+Named for what it holds, the long-running stack's folder (its files, ports and ``env`` file); the
+module was ``layout``, the name the store's layout also had.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from .ports import free_port
-from .s3 import _MOTO_KEY_ID, _MOTO_SECRET  # the local endpoint's dummy credentials
+from .moto_process import _MOTO_KEY_ID, _MOTO_SECRET  # the local endpoint's dummy credentials
 from .stack import PROJECT, connection_env
 
 HOST = "127.0.0.1"

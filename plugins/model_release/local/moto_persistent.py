@@ -1,6 +1,6 @@
 """A local S3 endpoint whose buckets survive a restart: moto's server, with its state saved to a file.
 
-``model-release up`` runs it as ``python -m model_release.local.s3_server --port P --state FILE``.
+``model-release up`` runs it as ``python -m model_release.local.moto_persistent --port P --state FILE``.
 moto keeps buckets and objects in memory; this process loads them from ``FILE`` at start-up and
 writes them back (atomically: a temporary file, then a rename) about a second after every request
 that may change them, and once more when it is stopped (SIGTERM, SIGINT, SIGHUP). So stopping the
@@ -10,12 +10,16 @@ What is kept is moto's own S3 model, pickled: every bucket with its settings (ve
 lock), every object version with its version id, ETag, checksums and tags. Requests that change
 state are run one at a time, so a snapshot never sees half a request; reads run concurrently.
 moto accepts any credentials, so this endpoint is for one machine, bound to 127.0.0.1.
+
+Named for what sets it apart from :mod:`.moto_process` (a throwaway in-memory moto child): its
+state persists. It was ``s3_server``; a state file written under that name still loads.
 """
 
 from __future__ import annotations
 
 import argparse
 import copyreg
+import io
 import logging
 import os
 import pickle
@@ -25,7 +29,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-log = logging.getLogger("model_release.local.s3_server")
+log = logging.getLogger("model_release.local.moto_persistent")
 
 #: requests with these methods never change moto's state
 _READ_ONLY = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -43,9 +47,20 @@ def _versioned_store(items: list[tuple[str, list[Any]]]) -> Any:
 def _reduce_versioned_store(store: Any) -> tuple[Any, tuple[Any, ...]]:
     # moto's key store is a dict of version lists whose items() yields only the newest version:
     # pickle it by its lists, or every older version would be lost on the way through a file
-    from model_release.local.s3_server import _versioned_store as rebuild  # by module name, also when run as __main__
+    from model_release.local.moto_persistent import _versioned_store as rebuild  # by module name, also when run as __main__
 
     return rebuild, ([(key, list(dict.__getitem__(store, key))) for key in dict.keys(store)],)
+
+
+#: the name this module had when older state files were written (``local/s3_server.py``)
+_FORMER_NAME = "model_release.local.s3_server"
+
+
+class _Unpickler(pickle.Unpickler):
+    """Reads a state file, also one written before the module was renamed (it names the old module)."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        return super().find_class("model_release.local.moto_persistent" if module == _FORMER_NAME else module, name)
 
 
 class Snapshots:
@@ -66,11 +81,11 @@ class Snapshots:
         if not self.path.is_file():
             return 0
         try:
-            state = pickle.loads(self.path.read_bytes())  # noqa: S301 - our own file, mode 0600
+            state = _Unpickler(io.BytesIO(self.path.read_bytes())).load()  # noqa: S301 - our own file, mode 0600
             state["backends"], state["bucket_accounts"]  # noqa: B018 - the shape save() writes
         except Exception as exc:  # a torn or foreign file: refuse to start rather than start empty
             raise SystemExit(
-                f"s3_server: cannot read the saved S3 state {str(self.path)!r} ({type(exc).__name__}: {exc}). "
+                f"moto_persistent: cannot read the saved S3 state {str(self.path)!r} ({type(exc).__name__}: {exc}). "
                 "Move it aside to start with an empty store, or restore it from a backup."
             ) from None
         backend = get_backend("s3")
@@ -149,7 +164,7 @@ def serve(host: str, port: int, state: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m model_release.local.s3_server", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m model_release.local.moto_persistent", description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--state", type=Path, required=True, help="the file the S3 state is loaded from and saved to")

@@ -1,4 +1,7 @@
-"""The local-folder backend: the same store layout and guarantees on one machine's disk.
+"""The local-folder backend, :class:`FolderBackend`: the same store layout and guarantees on one machine's disk.
+
+Named for what it stores into (a folder, ``file:///PATH``), beside :mod:`.s3` (a bucket); the
+module was ``localfs`` and the class ``FileBackend``, which read as one file's backend.
 
 Objects are files under the root. Every write goes to a temporary file in the same folder and
 is renamed into place (``os.replace``), so a reader sees a whole file or none. Conditional writes
@@ -24,9 +27,10 @@ from typing import Iterator
 from ..errors import SpecError, StoreError
 from ..workspace import atomic_write, sha256_file
 from .backend import ObjectInfo, PendingUpload, PreconditionFailed
+from .keys import LOCKS
 
 
-_LOCKS = ".locks"  # the lock files' folder, at the store root only
+_LOCKS = LOCKS.rstrip("/")  # the lock files' folder, at the store root only
 _TMP_SUFFIX = ".model-release-tmp"  # a write in progress: ".<name>.<random><suffix>"
 
 
@@ -35,7 +39,7 @@ def _is_temporary(name: str) -> bool:
     return name.startswith(".") and name.endswith(_TMP_SUFFIX)
 
 
-class FileBackend:
+class FolderBackend:
     """Objects under a local folder ``root``, created by the first write (never by a read)."""
 
     def __init__(self, root: Path) -> None:

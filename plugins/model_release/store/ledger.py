@@ -1,6 +1,7 @@
 """The channel's ledger: which model versions a channel released, rejected, or is releasing now.
 
-One small JSON object per (channel, model, version) in the model store, beside the releases::
+One small JSON object per (channel, model, version) in the model store, beside the releases
+(so the module lives in ``store/``, its key in :mod:`.keys`)::
 
     ledger/<channel>/<model>/<version>.json
         {"model", "version", "channel", "state", "release_id", "run": {"dag_id", "run_id"},
@@ -31,14 +32,18 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from .errors import ConflictError, IntakeError, StoreError
+from ..errors import ConflictError, IntakeError, StoreError
+from .backend import PreconditionFailed
+from .keys import MANIFEST, ledger_key, release_prefix
+from .pointer import read_channel
 
 CLAIMED, RELEASED, REJECTED, FAILED = "claimed", "released", "rejected", "failed"
 STATES = (CLAIMED, RELEASED, REJECTED, FAILED)
 
 
 def entry_key(channel: str, model: str, version: str | int) -> str:
-    return f"ledger/{channel}/{model}/{version}.json"
+    """The entry's key, ``ledger/<channel>/<model>/<version>.json`` (:func:`.keys.ledger_key`)."""
+    return ledger_key(channel, model, version)
 
 
 @dataclass
@@ -59,8 +64,6 @@ def read_entry(store: Any, channel: str, model: str, version: str | int) -> tupl
 
 def _write(store: Any, key: str, entry: dict[str, Any], etag: str | None) -> bool:
     """Create (etag None) or replace exactly ``etag``; False when another writer got there first."""
-    from .store.backend import PreconditionFailed
-
     data = json.dumps(entry, indent=1, sort_keys=True).encode()
     try:
         if etag is None:
@@ -166,13 +169,13 @@ def candidate_version(tracking_uri: str | None, model: str, alias: str | None, v
     """
     if version is not None:
         return str(version)
-    from .mlflow_env import quiet_mlflow_env
+    from ..mlflow_env import quiet_mlflow_env
 
     quiet_mlflow_env()
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
 
-    from .errors import ServiceUnavailable
+    from ..errors import ServiceUnavailable
 
     try:
         found = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri).get_model_version_by_alias(model, alias)
@@ -187,12 +190,10 @@ def candidate_version(tracking_uri: str | None, model: str, alias: str | None, v
 
 def serving_version(store: Any, channel: str) -> tuple[str | None, str | None, str | None]:
     """(release id, model name, model version) the channel's pointer names now; Nones when it has none."""
-    from .store.channels import read_channel
-
     pointer = read_channel(store, channel)
     if pointer is None:
         return None, None, None
-    found = store.read_json(f"releases/{pointer.release_id}/release.json")
+    found = store.read_json(release_prefix(pointer.release_id) + MANIFEST)
     model = (found[0].get("model") or {}) if found else {}
     return pointer.release_id, model.get("name"), (str(model["version"]) if model.get("version") is not None else None)
 
