@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from model_release import ledger
+from model_release.store import ledger
 from model_release.registry_events import Receiver, Route, routes_from_specs, serve
 from model_release.registry_events import signature as sig
 from model_release.store import open_store
