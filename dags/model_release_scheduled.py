@@ -2,7 +2,9 @@
 
 Generated cheaply at parse time: each spec is read as YAML and validated (no model, MLflow or
 store is touched), and a spec that does not parse becomes no DAG (its error is logged; the manual
-DAG refuses it with the full message). The schedule is the spec's ``schedule``.
+DAG refuses it with the full message). The schedule is the spec's ``schedule`` *or* an event on
+the spec's registry Asset, which the webhook receiver (:mod:`model_release.registry_events`) posts
+when the spec's alias moves in MLflow.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from pathlib import Path
 
 from airflow.sdk import DAG, Param
 
-from model_release.airflow.dagfiles import airflow_schedule, scheduled_specs
+from model_release.airflow.dagfiles import airflow_schedule, registry_asset_uri, scheduled_specs
 from model_release.airflow.dags import build_release_dag
 
 HOME = Path(os.environ.get("MODEL_RELEASE_HOME", Path(__file__).resolve().parents[1]))
@@ -22,7 +24,8 @@ RELEASES = Path(os.environ.get("MODEL_RELEASE_SPECS", HOME / "releases"))
 DOC = """
 ### Scheduled release of `{spec}`
 
-Every `{schedule}`, looks at what `{model}` names now and releases it when it is **new to channel
+Every `{schedule}`, and within seconds of `{model}` moving (an event on Asset `{asset}`, posted by
+the registry webhook receiver), looks at what `{model}` names now and releases it when it is **new to channel
 `{channel}`**: the first task resolves the alias (one MLflow call) and reads the channel's ledger and
 pointer (two reads from `{store}`). When the version was released, rejected, or is being released
 by another run, the run ends with every task **skipped**, and nothing else is touched.
@@ -40,7 +43,8 @@ def _dag_for(path: Path, spec) -> DAG:  # noqa: ANN001 - a model_release.spec.Re
         dag_id=f"model_release__{spec.name}",
         description=f"Scheduled release of {spec.model.uri} to channel {spec.promote.channel}",
         doc_md=DOC.format(spec=path.name, schedule=spec.schedule or "trigger (no schedule in the spec)",
-                          model=spec.model.uri, channel=spec.promote.channel, store=spec.promote.store),
+                          model=spec.model.uri, channel=spec.promote.channel, store=spec.promote.store,
+                          asset=registry_asset_uri(spec.name)),
         schedule=airflow_schedule(spec),
         start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
         catchup=False,
@@ -60,7 +64,11 @@ def _dag_for(path: Path, spec) -> DAG:  # noqa: ANN001 - a model_release.spec.Re
     return dag
 
 
-for _path, _spec in scheduled_specs(RELEASES):
-    _dag = _dag_for(_path, _spec)
-    globals()[_dag.dag_id] = _dag
-del _path, _spec, _dag
+def _generate() -> None:
+    """One module-level DAG per valid spec (none, and no error, when releases/ holds none)."""
+    for path, spec in scheduled_specs(RELEASES):
+        dag = _dag_for(path, spec)
+        globals()[dag.dag_id] = dag
+
+
+_generate()

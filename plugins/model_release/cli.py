@@ -7,6 +7,7 @@
     model-release rollback --store URI --channel C [--to RELEASE]          move a channel back
     model-release demo                                                     three releases on the embedded stack
     model-release up [--detach] | down | status [--wait]                   the local stack as services
+    model-release webhook-receiver --port N [--specs DIR]                  MLflow registry webhooks -> Airflow
 
 Exit codes: 0 success, 1 failure, 2 bad input (spec, model), 3 blocked by a gate, 4 infrastructure.
 An error is one line on stderr (credentials redacted, control characters escaped); ``--debug``
@@ -249,8 +250,30 @@ def _status(argv: list[str]) -> int:
     return status_main(argv)
 
 
+def _webhook_receiver(argv: list[str]) -> int:
+    """MLflow's registry webhooks in, Airflow Asset events out (secret and Airflow login from the environment)."""
+    from .local.http import AirflowApi
+    from .registry_events.signature import DEFAULT_TOLERANCE_S
+    from .registry_events.wiring import SECRET_ENV, run_receiver
+
+    home = Path(os.environ.get("MODEL_RELEASE_HOME") or Path(__file__).resolve().parents[2])
+    parser = _Parser(prog="model-release webhook-receiver", description=_webhook_receiver.__doc__)
+    parser.add_argument("--port", type=int, required=True, help="port on 127.0.0.1")
+    parser.add_argument("--specs", type=Path, default=Path(os.environ.get("MODEL_RELEASE_SPECS") or home / "releases"))
+    parser.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE_S, help="timestamp window, seconds")
+    args = parser.parse_args(argv)
+    missing = [n for n in (SECRET_ENV, "AIRFLOW_URL", "AIRFLOW_USERNAME", "AIRFLOW_PASSWORD") if not os.environ.get(n)]
+    if missing:
+        raise UserError(f"webhook-receiver: {', '.join(missing)} not set; source the stack's env file "
+                        "(model-release up writes it) or export them")
+    env = os.environ
+    return run_receiver(port=args.port, specs=args.specs, secret=env[SECRET_ENV], tolerance_s=args.tolerance,
+                        api=lambda: AirflowApi(env["AIRFLOW_URL"], env["AIRFLOW_USERNAME"], env["AIRFLOW_PASSWORD"]))
+
+
 COMMANDS = {"release": _release, "lint": _lint, "report": _report, "store": _store, "rollback": _rollback, "demo": _demo,
-            "up": _up, "down": _down, "status": _status}
+            "up": _up, "down": _down, "status": _status,
+            "webhook-receiver": _webhook_receiver}
 
 
 def _print_json(data: Any) -> None:

@@ -8,9 +8,8 @@ at module level: every DAG file imports it at parse time.
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..names import ALIAS, NAME, RELEASE_ID, anchored
 
@@ -43,8 +42,17 @@ def scheduled_specs(folder: Path) -> list[tuple[Path, ReleaseSpec]]:
     return found
 
 
-def airflow_schedule(spec: ReleaseSpec) -> str | timedelta | None:
-    """What Airflow's ``schedule=`` takes for the spec's ``schedule``: its cron or preset, or a timedelta."""
+def airflow_schedule(spec: ReleaseSpec) -> Any:
+    """What Airflow's ``schedule=`` takes for a scheduled spec: its registry Asset's events *or* its time
+    schedule (the spec's cron, preset or interval); the Asset alone when the spec has no schedule."""
     from ..spec import schedule_value
+    from .dags import release_schedule
 
-    return schedule_value(spec.schedule)
+    return release_schedule(spec.name, schedule_value(spec.schedule))
+
+
+def registry_asset_uri(spec_name: str) -> str:
+    """The Asset the registry webhook receiver posts to when the spec's alias moves."""
+    from ..registry_events.routes import asset_uri
+
+    return asset_uri(spec_name)

@@ -27,6 +27,33 @@ def channel_asset(channel: str) -> Asset:
     return Asset(name=f"model_release_channel_{channel}", uri=f"model-release://channels/{channel}")
 
 
+def registry_asset(spec_name: str) -> Asset:
+    """The Asset a spec's scheduled DAG runs on when its model's alias moves (posted by the webhook receiver)."""
+    from ..registry_events.routes import asset_name, asset_uri
+
+    return Asset(name=asset_name(spec_name), uri=asset_uri(spec_name))
+
+
+def release_schedule(spec_name: str, schedule: Any) -> Any:
+    """A scheduled DAG's ``schedule=``: the registry Asset's events *or* the spec's time schedule.
+
+    Args:
+        spec_name: the spec's name (its Asset).
+        schedule: what :func:`~model_release.spec.schedule_value` gives: a cron or preset string, a
+            timedelta, or None (then the Asset alone).
+    """
+    from datetime import timedelta as _timedelta
+
+    from airflow.sdk import AssetOrTimeSchedule, CronTriggerTimetable, DeltaTriggerTimetable
+
+    asset = registry_asset(spec_name)
+    if schedule is None:
+        return [asset]
+    timetable = (DeltaTriggerTimetable(schedule) if isinstance(schedule, _timedelta)
+                 else CronTriggerTimetable(schedule, timezone="UTC"))
+    return AssetOrTimeSchedule(timetable=timetable, assets=[asset])
+
+
 def run_facts() -> dict[str, Any]:
     """The running DAG run, for the release manifest: DAG id, run type, the DAG bundle and its version."""
     ctx = get_current_context()

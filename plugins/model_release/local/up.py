@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ModelReleaseError, ServiceUnavailable
-from . import procs
+from . import procs, webhook
 from .stack_folder import BUCKET, Layout, StackConfig, default_root, load_config, stack_env, write_env_file
 from .services import Service, airflow_ready, http_ready, init_airflow, services, wait_until
 
@@ -52,6 +52,8 @@ class Supervisor:
         from .moto_process import ensure_bucket
 
         s3, mlflow, api, scheduler, processor = services(self.layout, self.config)
+        wiring = webhook.wiring(self.layout)
+        mlflow.env.update(webhook.mlflow_env(wiring))
         self._spawn(s3)
         self._spawn(mlflow)  # MLflow starts while Airflow's DB is migrated
         self._wait(s3, http_ready(self.config.url("s3"), "/moto-api/"), 60)
@@ -62,6 +64,15 @@ class Supervisor:
             self._spawn(service)
         self._wait(mlflow, http_ready(self.config.url("mlflow"), "/health"), 300)
         self._wait(api, airflow_ready(self.config, self.layout.airflow_password()), 300)
+        self._start_webhook(wiring)
+
+    def _start_webhook(self, wiring: webhook.Wiring) -> None:
+        """The registry webhook receiver, then the webhook registered in MLflow (:mod:`.webhook`)."""
+        receiver = webhook.receiver_service(self.layout, wiring)
+        self._spawn(receiver)
+        self._wait(receiver, http_ready(wiring.url.rsplit("/", 1)[0], "/health"), 60)
+        webhook.register(self.config.url("mlflow"), wiring)
+        self.say("MLflow's webhook for model_version_alias.created points at the receiver")
 
     def _spawn(self, service: Service) -> None:
         if self.stopping.is_set():
@@ -158,6 +169,7 @@ def _foreground(layout: Layout) -> int:
     if stray:
         print(f"[up] stopped {len(stray)} process(es) left by an earlier run of this stack: {stray}", flush=True)
     write_env_file(layout, config)
+    webhook.add_to_env_file(layout, webhook.wiring(layout))
     supervisor = Supervisor(layout, config)
 
     def on_signal(signum: int, _frame: Any) -> None:

@@ -23,10 +23,11 @@ class DynamicBatching(_Strict):
 
 
 def _member_source(value: str) -> str:
-    if value == RELEASE:
-        return value
-    if not value.endswith(".onnx") or "\x00" in value:
-        raise ValueError(f"a member must be 'release' or a path to an .onnx file, not {echo(value)}")
+    from ..members import parse_member
+
+    if parse_member(value).kind == "registered":  # parsed (lineage, identity) but not yet released: issue 21
+        raise ValueError(f"member {echo(value)}: registered members are not released by this pipeline yet; export "
+                         "that model to an .onnx file beside the spec and name the file for now")
     return value
 
 
