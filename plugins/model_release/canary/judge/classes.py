@@ -23,8 +23,8 @@ from collections.abc import Callable
 import numpy as np
 
 from .change import accuracy_finding
-from .outcome import BLOCK, DEFAULT_CONFIDENCE, INCONCLUSIVE, Finding, decide, family_confidence, fmt, percent
-from .paired import DEFAULT_RESAMPLES, DEFAULT_SEED, Discordance, bootstrap_interval
+from .outcome import BLOCK, DEFAULT_CONFIDENCE, INCONCLUSIVE, Finding, Interval, decide, family_confidence, fmt, percent
+from .paired import DEFAULT_RESAMPLES, DEFAULT_SEED, Discordance, bootstrap_intervals
 
 #: a class (or slice) needs this many golden rows to be gated: below it one row moves its recall by
 #: more than 3 points and the normal approximation behind the score bound is poor; it is still shown
@@ -62,6 +62,7 @@ def class_gates(truth: np.ndarray, candidate: np.ndarray, champion: np.ndarray, 
     recall_gated = [max_recall_drop is not None and s >= min_support for s in support]
     precision_gated = [max_precision_drop is not None and min(n) >= min_support for n in answered]
     each = family_confidence(confidence, sum(recall_gated) + sum(precision_gated))
+    precision = _precision_intervals(t, a, b, [k for k, g in enumerate(precision_gated) if g], each, resamples, seed)
     findings: list[Finding] = []
     table: list[dict[str, object]] = []
     for k, name in enumerate(classes):
@@ -81,7 +82,7 @@ def class_gates(truth: np.ndarray, candidate: np.ndarray, champion: np.ndarray, 
             row["recall_outcome"] = None
             row["recall_not_gated"] = _why_not(max_recall_drop, support[k], min_support, RECALL_SETTING, "golden rows")
         if precision_gated[k]:
-            finding = _precision_finding(t, a, b, k, name, float(max_precision_drop), each, prove, resamples, seed)
+            finding = _precision_finding(precision[k], row["precision"], answered[k], name, float(max_precision_drop), prove)
             findings.append(finding)
             row["precision_outcome"] = finding.outcome
         else:
@@ -107,20 +108,28 @@ def _precision(t: np.ndarray, a: np.ndarray, b: np.ndarray, k: int) -> dict[str,
             "champion": float((t[b == k] == k).mean()) if (b == k).any() else None}
 
 
-def _precision_finding(t: np.ndarray, a: np.ndarray, b: np.ndarray, k: int, name: str, allowed: float, confidence: float,
-                       prove: bool, resamples: int, seed: int) -> Finding:
-    """Precision drop of class ``k`` (champion's minus candidate's), bounded by a paired bootstrap over all rows."""
-    columns = np.column_stack([(a == k) & (t == k), a == k, (b == k) & (t == k), b == k]).astype(np.float64)
+def _precision_intervals(t: np.ndarray, a: np.ndarray, b: np.ndarray, gated: list[int], confidence: float, resamples: int,
+                         seed: int) -> dict[int, Interval]:
+    """Class -> bounds on its precision drop (champion's minus candidate's): one paired bootstrap of all rows for all classes."""
+    if not gated:
+        return {}
+    columns = np.column_stack([c for k in gated for c in ((a == k) & (t == k), a == k, (b == k) & (t == k), b == k)])
 
-    def drop(m: np.ndarray) -> np.ndarray:
+    def drops(m: np.ndarray) -> np.ndarray:
+        m = m.reshape(len(m), -1, 4)
         with np.errstate(divide="ignore", invalid="ignore"):
-            return np.nan_to_num(m[:, 2] / m[:, 3]) - np.nan_to_num(m[:, 0] / m[:, 1])
+            return np.nan_to_num(m[:, :, 2] / m[:, :, 3]) - np.nan_to_num(m[:, :, 0] / m[:, :, 1])
 
-    interval = bootstrap_interval(columns, drop, confidence, resamples=resamples, seed=seed)
+    return dict(zip(gated, bootstrap_intervals(columns.astype(np.float64), drops, confidence, resamples=resamples, seed=seed)))
+
+
+def _precision_finding(interval: Interval, p: dict[str, float | None], answered: tuple[int, int], name: str, allowed: float,
+                       prove: bool) -> Finding:
+    """The precision gate of one class from the bounds on its drop."""
+    confidence = interval.confidence
     outcome = decide(interval, allowed, prove=prove)
-    p = _precision(t, a, b, k)
     head = (f"precision of class {name!r} {fmt(p['candidate'])} against {fmt(p['champion'])} "
-            f"({int(columns[:, 1].sum())} and {int(columns[:, 3].sum())} answers)")
+            f"({answered[0]} and {answered[1]} answers)")
     if outcome == BLOCK:
         message = (f"{head}: lower by at least {fmt(interval.lower)} with {percent(confidence)} confidence, beyond "
                    f"{PRECISION_SETTING} {allowed:g}: rows answered {name!r} are more often not {name!r}")

@@ -149,18 +149,19 @@ def bootstrap(columns: np.ndarray, statistic: Callable[[np.ndarray], np.ndarray]
 
     Rows are drawn with replacement, the same draw for every column, so the candidate's and the
     champion's figures of a row stay together. Each resample is a row of counts; its column means
-    are one matrix product, so a chunk of resamples costs ``n`` x chunk integers at most
-    (``memory_bytes``), whatever the number of resamples.
+    are one matrix product, so a chunk of resamples costs ``n`` x chunk numbers at most
+    (``memory_bytes``), whatever the number of resamples. Several statistics of the same rows
+    share one draw (``statistic`` may return [r, m]).
 
     Args:
         columns: [n, k] per-row figures (e.g. the candidate's loss and the champion's).
-        statistic: maps [r, k] column means to [r] statistics (vectorised).
+        statistic: maps [r, k] column means to [r] (or [r, m]) statistics, vectorised.
         resamples: how many resamples.
         seed: the random generator's seed.
         memory_bytes: the memory one chunk may take.
 
     Returns:
-        [resamples] statistics.
+        [resamples] (or [resamples, m]) statistics.
     """
     x = np.asarray(columns, dtype=np.float64)
     n = x.shape[0]
@@ -168,23 +169,34 @@ def bootstrap(columns: np.ndarray, statistic: Callable[[np.ndarray], np.ndarray]
         raise ValueError("a bootstrap needs at least one row")
     rng = np.random.default_rng(seed)
     chunk = max(1, memory_bytes // (24 * n))
-    out = np.empty(resamples, dtype=np.float64)
+    parts = []
     for start in range(0, resamples, chunk):
         m = min(chunk, resamples - start)
-        draws = rng.integers(0, n, size=(m, n)) + (np.arange(m) * n)[:, None]
-        counts = np.bincount(draws.ravel(), minlength=m * n).reshape(m, n)
-        out[start:start + m] = statistic(counts @ x / n)
+        draws = rng.integers(0, n, size=(m, n))
+        draws += (np.arange(m) * n)[:, None]
+        counts = np.bincount(draws.ravel(), minlength=m * n).reshape(m, n).astype(np.float64)
+        parts.append(statistic(counts @ x / n))
+    return np.concatenate(parts)
+
+
+def bootstrap_intervals(columns: np.ndarray, statistic: Callable[[np.ndarray], np.ndarray], confidence: float, *,
+                        resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> list[Interval]:
+    """The estimate and percentile bounds (each one-sided at ``confidence``) of each of ``statistic``'s [r, m] outputs."""
+    x = np.asarray(columns, dtype=np.float64)
+    estimates = np.asarray(statistic(x.mean(axis=0, keepdims=True)), dtype=np.float64).reshape(1, -1)[0]
+    draws = np.asarray(bootstrap(x, statistic, resamples=resamples, seed=seed), dtype=np.float64).reshape(resamples, -1)
+    out = []
+    for estimate, column in zip(estimates.tolist(), draws.T):
+        column = column[~np.isnan(column)]
+        if not column.size:
+            out.append(Interval(estimate, math.nan, math.nan, confidence))
+            continue
+        lower, upper = np.quantile(column, [1.0 - confidence, confidence])
+        out.append(Interval(estimate, float(min(lower, estimate)), float(max(upper, estimate)), confidence))
     return out
 
 
 def bootstrap_interval(columns: np.ndarray, statistic: Callable[[np.ndarray], np.ndarray], confidence: float, *,
                        resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> Interval:
-    """The estimate and percentile bounds (each one-sided at ``confidence``) of ``statistic``."""
-    x = np.asarray(columns, dtype=np.float64)
-    estimate = float(statistic(x.mean(axis=0, keepdims=True))[0])
-    draws = bootstrap(x, statistic, resamples=resamples, seed=seed)
-    draws = draws[~np.isnan(draws)]
-    if not draws.size:
-        return Interval(estimate, math.nan, math.nan, confidence)
-    lower, upper = np.quantile(draws, [1.0 - confidence, confidence])
-    return Interval(estimate, float(min(lower, estimate)), float(max(upper, estimate)), confidence)
+    """The estimate and percentile bounds (each one-sided at ``confidence``) of a one-figure ``statistic``."""
+    return bootstrap_intervals(columns, statistic, confidence, resamples=resamples, seed=seed)[0]
