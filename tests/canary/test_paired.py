@@ -178,7 +178,7 @@ def test_the_bootstrap_is_seeded_paired_and_bounded_in_memory():
     stat = lambda m: m[:, 0] - m[:, 1]  # noqa: E731
     a = bootstrap(x, stat, resamples=500, seed=5)
     assert np.array_equal(a, bootstrap(x, stat, resamples=500, seed=5))
-    small_chunks = bootstrap(x, stat, resamples=500, seed=5, memory_bytes=3000 * 24 * 7)  # 7 resamples a chunk
+    small_chunks = bootstrap(x, stat, resamples=500, seed=5, memory_bytes=3000 * 32 * 7)  # 7 resamples a chunk
     assert small_chunks.std() == pytest.approx(a.std(), rel=0.2)
     assert a.std() == pytest.approx(math.sqrt(2 / 3000), rel=0.15)  # independent columns: the mean difference's SE
     paired = np.column_stack([x[:, 0] + 0.01, x[:, 0]])  # the same rows shifted: no spread at all
@@ -206,3 +206,16 @@ def test_negative_flips_just_inside_and_just_outside_the_default_five_percent(ne
     assert finding.outcome == outcome and finding.setting == "canary.champion.max_negative_flips"
     if outcome == BLOCK:
         assert "at least 5.3" in finding.message and "users lose answers they had" in finding.message
+
+
+def test_the_bootstraps_memory_stays_within_its_budget_whatever_the_resamples():
+    import tracemalloc
+
+    x = np.random.default_rng(0).normal(size=(20000, 2))
+    tracemalloc.start()
+    try:
+        bootstrap(x, lambda m: m[:, 0] - m[:, 1], resamples=2000, memory_bytes=8 << 20)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 9 << 20  # all 2000 resamples at once would take 2000 x 20000 x 8 bytes = 320 MB

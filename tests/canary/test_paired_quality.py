@@ -80,3 +80,17 @@ def test_regressor_rmse_and_mae_on_paired_rows():
     assert [(f.name, f.outcome) for f in findings] == [("quality.rmse", PASS), ("quality.mae", PASS)]
     worse = regressor_findings(truth, theirs + 0.3, theirs)
     assert [(f.name, f.outcome) for f in worse] == [("quality.rmse", BLOCK)]
+
+
+def test_limits_come_from_the_specs_quality_gates_and_log_loss_is_on_by_default_for_classifiers():
+    from model_release.canary.judge.paired_quality import limits_from_spec
+    from model_release.spec import parse_spec
+
+    def canary(**quality):  # noqa: ANN003, ANN202
+        return parse_spec({"name": "iris", "model": {"name": "m", "alias": "candidate"}, "canary": {"quality": quality}}).canary
+
+    assert dict(limits_from_spec(canary(), "classification").drops) == {"accuracy": (0.01, None), "log_loss": (None, 0.25)}
+    assert dict(limits_from_spec(canary(log_loss=None, accuracy={"threshold": 0.9}), "classification").drops) == {}
+    assert dict(limits_from_spec(canary(mae={"max_absolute_drop": 0.1}), "regression").drops) == {
+        "rmse": (None, 0.05), "mae": (0.1, None)}
+    assert limits_from_spec(canary(), "classification", confidence=0.99).confidence == 0.99

@@ -168,7 +168,7 @@ def bootstrap(columns: np.ndarray, statistic: Callable[[np.ndarray], np.ndarray]
     if n == 0:
         raise ValueError("a bootstrap needs at least one row")
     rng = np.random.default_rng(seed)
-    chunk = max(1, memory_bytes // (24 * n))
+    chunk = max(1, memory_bytes // (32 * n))  # the draws, their counts and the counts as floats, with room
     parts = []
     for start in range(0, resamples, chunk):
         m = min(chunk, resamples - start)

@@ -20,7 +20,9 @@ from typing import Any
 
 import numpy as np
 
+from ...metrics import CLASSIFICATION
 from ..quality import Classified
+from ...spec import CanarySpec
 from .calibration import DEFAULT_BINS, DEFAULT_LOG_LOSS_MAX_RELATIVE_DROP, ece_gates, log_loss_change, reliability
 from .change import DEFAULT_MAX_NEGATIVE_FLIPS, accuracy_change, loss_change, negative_flips
 from .classes import (DEFAULT_MAX_PRECISION_DROP, DEFAULT_MAX_RECALL_DROP, DEFAULT_MIN_CLASS_SUPPORT, class_gates,
@@ -71,6 +73,20 @@ class PairedLimits:
 
     def gated(self, metric: str) -> bool:
         return any(v is not None for v in self.drop(metric).values())
+
+
+def limits_from_spec(canary: CanarySpec, task: str, **limits: Any) -> PairedLimits:
+    """The paired limits of ``task`` from the spec's quality gates (defaults merged), and the ``limits`` given.
+
+    A paired metric's ``max_absolute_drop`` / ``max_relative_drop`` come from ``canary.quality``; a
+    classifier's log-loss gate is on by default unless ``canary.quality.log_loss`` names it (null: off).
+    The other fields (confidence, flips, classes, calibration) are keyword arguments until the spec has them.
+    """
+    drops = {m: (g.max_absolute_drop, g.max_relative_drop) for m, g in canary.quality_gates(task).items()
+             if m in PAIRED_METRICS and (g.max_absolute_drop is not None or g.max_relative_drop is not None)}
+    if task == CLASSIFICATION and "log_loss" not in canary.quality:
+        drops["log_loss"] = DEFAULT_DROPS["log_loss"]
+    return PairedLimits(drops=drops, **limits)
 
 
 def in_candidate_classes(theirs: Classified, mine: Classified, rename: Mapping[str, str] | None = None) -> np.ndarray:
