@@ -4,7 +4,7 @@ Serves the iris classifier pipeline of the canary tests (ONNX leaf through the p
 onnxruntime shim, python postprocess, ensemble) on the local Triton, then measures on that one
 endpoint and model, at the same concurrency and request batch size:
 
-1. the load phase (:mod:`model_release.canary.load`, windows until p50/p99 are stable) and
+1. the load phase (:mod:`model_release.canary.measure.load`, windows until p50/p99 are stable) and
    Triton's own load generator, perf_analyzer (from the ``tritonclient==2.51.0`` wheel, set up here
    as ENVIRONMENT.md describes: a scratch venv, ``nvidia-cuda-runtime-cu12``, Debian's
    ``libb64-0d``), alternating ``--repeats`` times: throughput ratio (target >= 0.9x) and p99
@@ -39,10 +39,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from model_release.canary.client import TritonHttpClient  # noqa: E402
-from model_release.canary.load import LoadRunner, TritonRequester, measure, request_batches  # noqa: E402
-from model_release.canary.shim import prepare_canary_repository  # noqa: E402
-from model_release.local.triton import LocalTriton  # noqa: E402
+from model_release.triton.client import TritonHttpClient  # noqa: E402
+from model_release.canary.measure.load import LoadRunner, measure  # noqa: E402
+from model_release.triton.requester import TritonRequester, request_batches  # noqa: E402
+from model_release.triton.shim import prepare_canary_repository  # noqa: E402
+from model_release.triton.local import LocalTriton  # noqa: E402
 from tests.canary.support import INPUT, train_iris, write_leaf, write_pipeline  # noqa: E402
 
 PA_VENV = ROOT / ".work" / "bench" / "perf-analyzer"

@@ -82,12 +82,48 @@ def test_no_import_cycles_among_model_release_modules() -> None:
 
 
 def test_stage_modules_do_not_reach_into_the_embedded_stack() -> None:
-    """``local/`` holds the embedded stand-ins (MLflow on SQLite, moto, the local Triton launcher):
-    only the canary's server launcher, the CLI and the demo may use it."""
-    allowed = {"model_release.cli", "model_release.demo", "model_release.canary.stage", "model_release.canary.shim"}
+    """``local/`` holds the embedded stand-ins (MLflow on SQLite, moto, free ports): only the local
+    Triton launcher (``triton/local.py``, for its ports), the CLI and the demo may use it."""
+    allowed = {"model_release.cli", "model_release.demo", "model_release.triton.local"}
     graph = import_graph()
     offenders = sorted(
         f"{m} -> {t}" for m, targets in graph.items() for t in targets
         if t.startswith("model_release.local") and not m.startswith("model_release.local") and m not in allowed
     )
     assert offenders == []
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def arrows(graph: dict[str, set[str]], source: str, target: str) -> list[str]:
+    """Every import from a module of package ``source`` into a module of package ``target``."""
+    return sorted(f"{m} -> {t}" for m, targets in graph.items() if _within(m, source)
+                  for t in targets if _within(t, target))
+
+
+def test_arrows_finds_a_planted_import_into_a_forbidden_package(tmp_path: Path) -> None:
+    pkg = tmp_path / "model_release"
+    for folder in (pkg / "triton", pkg / "canary", pkg / "canary_extra"):
+        folder.mkdir(parents=True)
+        (folder / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "canary" / "stage.py").write_text("X = 1\n")
+    (pkg / "canary_extra" / "b.py").write_text("Y = 1\n")
+    (pkg / "triton" / "server.py").write_text("def f():\n    from ..canary.stage import X\n    from ..canary_extra import b\n")
+    assert arrows(import_graph(pkg), "model_release.triton", "model_release.canary") == [
+        "model_release.triton.server -> model_release.canary.stage"]
+
+
+def test_the_triton_room_imports_nothing_from_the_canary() -> None:
+    """``triton/`` is the plumbing the canary and the roll-out share: it must not depend on either."""
+    assert arrows(import_graph(), "model_release.triton", "model_release.canary") == []
+
+
+def test_the_canarys_judging_imports_nothing_from_its_reporting() -> None:
+    """Judging returns gates and figures; the report (report.json, plots, page, MLflow record) is drawn
+    from them afterwards, so ``canary/judge/`` never reaches into ``canary/report/``."""
+    graph = import_graph()
+    assert any(_within(m, "model_release.canary.judge") for m in graph)  # the room exists: the check checks something
+    assert arrows(graph, "model_release.canary.judge", "model_release.canary.report") == []

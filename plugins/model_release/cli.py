@@ -117,7 +117,7 @@ def _report(argv: list[str]) -> int:
     if args.json:
         _print_json(data)
     else:
-        from .canary.decision import terminal
+        from .canary.report.decision import terminal
 
         print(terminal(data, colour=sys.stdout.isatty() and not os.environ.get("NO_COLOR")))
     return 0 if report_passed(data) else 3
@@ -192,7 +192,7 @@ def _json_depth(text: str) -> int:
 
 def report_passed(report: dict) -> bool:
     """Whether a canary report says the release passed: its ``passed`` flag, else its verdict."""
-    from .canary.decision import passed_of
+    from .canary.report.decision import passed_of
 
     return passed_of(report)
 

@@ -1,6 +1,6 @@
 """Self-contained HTML pages: inline CSS, plots as inline SVG from matplotlib, no script, no remote asset.
 
-Shared by the canary's report (:mod:`model_release.canary.page`) and a channel's history page in
+Shared by the canary's report (:mod:`model_release.canary.report.page`) and a channel's history page in
 the store (:mod:`model_release.store.history_page`). Every page carries a Content-Security-Policy
 that forbids scripts and any load from anywhere (``default-src 'none'``), so a page that tried to
 fetch something would say so in the browser's console instead of silently reaching out; it opens

@@ -202,8 +202,8 @@ def served_champion(repo: Path, work: Path, *, name: str = "iris", release_id: s
     import shutil
 
     from model_release.canary.champion import CHAMPION_SUFFIX, SERVED, Champion, rename_repository
-    from model_release.canary.compare import Interface
-    from model_release.canary.contract import contract_of
+    from model_release.canary.judge.compare import Interface
+    from model_release.canary.judge.contract import contract_of
 
     source = work / "champion-source"
     order = [LEAF, f"{name}_post", name]

@@ -10,10 +10,11 @@ from collections.abc import Mapping
 import numpy as np
 import pytest
 
-from model_release.canary.client import replay
-from model_release.canary.compare import Interface, compare_with_reference
-from model_release.canary.expect import failures, run_expectations
-from model_release.canary.report import render_html, verdict, write_reports
+from model_release.triton.client import replay
+from model_release.canary.judge.compare import Interface, compare_with_reference
+from model_release.canary.judge.expect import failures, run_expectations
+from model_release.canary.judge.gates import expectations_gate, parity_gates, replay_slo_gate
+from model_release.canary.report.document import render_html, write_reports
 from model_release.errors import CanaryRejected
 from model_release.spec import Tolerances
 
@@ -130,7 +131,7 @@ def test_other_shapes_compare_outputs_present_on_both_sides_by_name():
     assert unmatched == ["only_native", "only_served"]
 
 
-def test_verdict_names_each_failed_gate_with_its_spec_field():
+def test_parity_the_replay_slo_and_expectations_are_gates_naming_their_spec_field():
     reference = {"probabilities": np.array([[0.5, 0.5]], np.float32)}
     parity, _ = _reference(Interface({}), reference, {"probabilities": np.array([[0.6, 0.4]], np.float32)})
     timing = {"p99_ms": 12.5, "requests": 10, "batch_rows": 32, "concurrency": 4}
@@ -138,13 +139,21 @@ def test_verdict_names_each_failed_gate_with_its_spec_field():
                                  "kwargs": {"value_set": ["a"]}, "success": False, "rows": 5,
                                  "unexpected_count": 2, "unexpected_examples": ["z"]}]}
 
-    passed, reasons = verdict(parity, timing, 10.0, expectations)
+    gates = [*parity_gates(parity), replay_slo_gate(timing, 10.0), expectations_gate(expectations)]
+    reasons = [g.reason for g in gates if g.failed]
 
-    assert not passed and len(reasons) == 3
+    assert [g.name for g in gates] == ["parity.probabilities", "replay.slo_p99", "expectations"]
+    assert len(reasons) == 3
     assert 'output "probabilities"' in reasons[0] and "atol 1e-05" in reasons[0] and "[canary.tolerances.probabilities]" in reasons[0]
-    assert "p99 latency 12.500 ms" in reasons[1] and "canary.p99_ms 10 ms" in reasons[1]
-    assert "on column 'label'" in reasons[2] and "2 of 5 rows" in reasons[2]
-    assert verdict(None, timing, 20.0, {"results": []}) == (True, [])
+    assert "p99 latency 12.500 ms" in reasons[1] and "canary.p99_ms 10 ms" in reasons[1] and reasons[1].endswith("[canary.p99_ms]")
+    assert "on column 'label'" in reasons[2] and "2 of 5 rows" in reasons[2] and reasons[2].endswith("[canary.expectations]")
+    # just inside the SLO passes, just outside fails; a suite with every expectation met passes
+    assert replay_slo_gate({**timing, "p99_ms": 10.0}, 10.0).passed is True
+    assert replay_slo_gate({**timing, "p99_ms": 10.001}, 10.0).passed is False
+    assert replay_slo_gate({**timing, "p99_ms": float("nan")}, 10.0).passed is False
+    assert expectations_gate({"results": []}).passed is True
+    assert expectations_gate({"skipped": "off"}).passed is None
+    assert all(g.passed for g in parity_gates(_reference(Interface({}), reference, reference)[0]))
 
 
 def test_the_html_report_is_self_contained_and_escapes_what_it_shows(tmp_path):

@@ -10,7 +10,7 @@ import pytest
 
 from model_release.canary import run_canary as canary_stage
 from model_release.canary.champion import NATIVE, Champion
-from model_release.canary.compare import Interface
+from model_release.canary.judge.compare import Interface
 from model_release.pipeline import run_stage
 from model_release.errors import CanaryRejected
 from model_release.types import CanaryResult

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from model_release.canary import gates as gt
-from model_release.canary import quality as q
+from model_release.canary.judge import gates as gt
+from model_release.canary.judge import quality as q
 from model_release.canary.champion import rename_literals, rename_repository
-from model_release.canary.compare import Interface
-from model_release.canary.contract import Contract, breaks
+from model_release.canary.judge.compare import Interface
+from model_release.canary.judge.contract import Contract, breaks
 from model_release.errors import SpecError
 from model_release.spec import parse_spec
 

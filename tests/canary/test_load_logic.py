@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 from tritonclient.grpc import model_config_pb2 as mc
 
-from model_release.canary import gates as gt
-from model_release.canary.latency import where_time_goes
-from model_release.canary.load import Histogram, LoadRunner, Measurement, Requester, Window, measure, paired_ratios, request_batches, stable
-from model_release.canary.tune import Setting, grid, setting_of
+from model_release.canary.judge import gates as gt
+from model_release.canary.measure.latency import where_time_goes
+from model_release.canary.measure.load import Histogram, LoadRunner, Measurement, Window, measure, paired_ratios, stable
+from model_release.triton.requester import Requester, request_batches
+from model_release.canary.measure.tune import Setting, grid, setting_of
 from model_release.spec import parse_spec
 
 pytestmark = pytest.mark.serial  # windows of real sleeps: measured alone, after the parallel part of make test

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from model_release.canary import run_canary as canary_stage
-from model_release.canary.tune import leaf_models
+from model_release.canary.measure.tune import leaf_models
 from model_release.errors import CanaryRejected
 from model_release.pipeline import run_stage
 from model_release.repository.config import read_config

@@ -3,7 +3,7 @@ judged against and the verdict with its gates; the plots and the details come af
 
 from __future__ import annotations
 
-from model_release.canary.report import render_html
+from model_release.canary.report.document import render_html
 
 
 def test_header_names_the_model_and_the_shimmed_cpu_server() -> None:

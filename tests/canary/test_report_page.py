@@ -12,11 +12,11 @@ import re
 import numpy as np
 import pytest
 
-from model_release.canary import plotdata as pd
-from model_release.canary.decision import FAILED, PASSED, SKIPPED, decision, terminal
-from model_release.canary.load import Histogram
-from model_release.canary.page import render_html
-from model_release.canary.quality import Classified
+from model_release.canary.report import plotdata as pd
+from model_release.canary.report.decision import FAILED, PASSED, SKIPPED, decision, terminal
+from model_release.canary.measure.load import Histogram
+from model_release.canary.report.page import render_html
+from model_release.canary.judge.quality import Classified
 from model_release.cli import main
 
 
@@ -101,6 +101,10 @@ REPORT = {
          "champion": 0.9733, "limit": ">= 0.9", "message": "accuracy of the served candidate is 0.86"},
         {"name": "load.slo_p99", "passed": None, "setting": "canary.p99_ms", "skipped": "no absolute SLO set",
          "message": "skipped"},
+        {"name": "parity.probabilities", "passed": True, "setting": "canary.tolerances.probabilities", "candidate": 1.2e-7,
+         "limit": "atol 1e-05 or rtol 0.0001", "message": "0 of 450 elements outside both tolerances"},
+        {"name": "expectations", "passed": True, "setting": "canary.expectations", "candidate": "1 of 1 met",
+         "limit": "all met", "message": "every expectation on the served outputs is met"},
     ],
     "parity": {"probabilities": {"kind": "numeric", "passed": True, "max_abs": 1.2e-7, "atol": 1e-5, "rtol": 1e-4,
                                  "failing_elements": 0, "total_elements": 450}},
@@ -111,7 +115,7 @@ REPORT = {
 }
 
 
-def test_the_decision_lists_failed_gates_first_and_the_gates_judged_outside_report_gates() -> None:
+def test_the_decision_lists_failed_gates_first_parity_and_expectations_among_them() -> None:
     d = decision(REPORT)
     assert not d.passed and d.verdict == "rejected"
     assert [line.status for line in d.lines] == [FAILED, PASSED, PASSED, PASSED, SKIPPED]
@@ -119,6 +123,8 @@ def test_the_decision_lists_failed_gates_first_and_the_gates_judged_outside_repo
     assert (first.name, first.candidate, first.limit, first.champion) == ("quality.accuracy", "0.86", ">= 0.9", "0.9733")
     names = [line.name for line in d.lines]
     assert "parity.probabilities" in names and "expectations" in names
+    parity = next(line for line in d.lines if line.name == "parity.probabilities")
+    assert (parity.candidate, parity.limit, parity.champion) == ("max abs 1.2e-07", "atol 1e-05 or rtol 0.0001", "-")
     assert next(line for line in d.lines if line.name == "contract").champion == "its interface"
     change = d.changes[0]
     assert (change.title, change.delta, change.better) == ("accuracy", "-0.1133", False)
@@ -212,7 +218,7 @@ def test_the_terminal_escapes_control_characters_and_redacts_what_a_report_holds
 
 
 def test_figures_read_plainly_and_gates_against_the_champion_name_what_they_compare() -> None:
-    from model_release.canary.decision import number
+    from model_release.canary.report.decision import number
 
     assert (number(13997.4, "rows/s"), number(11345.0), number(0.09871), number(20.99, "ms")) == (
         "13,997 rows/s", "11,345", "0.09871", "20.99 ms")

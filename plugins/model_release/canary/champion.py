@@ -34,8 +34,8 @@ from ..roles import LABEL, PROBABILITIES, VARIABLE
 from ..spec import ReleaseSpec
 from ..types import ExportResult, IntakeResult
 from ..workspace import Workspace
-from .compare import Interface
-from .contract import Contract, contract_of, signature_contract
+from .judge.compare import Interface
+from .judge.contract import Contract, contract_of, signature_contract
 
 log = logging.getLogger(__name__)
 

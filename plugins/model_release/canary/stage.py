@@ -1,10 +1,10 @@
 """The canary stage: serve the candidate beside the production champion and judge the model as served.
 
 With ``remote`` (a canary Triton started separately, sharing no disk) the models are delivered
-by :mod:`.remote`: pushed through the load API, or staged in the server's object-store repository
+by :mod:`model_release.triton.delivery`: pushed through the load API, or staged in the server's object-store repository
 for ensembles, and taken back afterwards. On the embedded setup (``endpoint=None``) the assembled repository is copied to
-``<workspace>/canary/repository`` with every ONNX leaf shimmed (:mod:`.shim`) and served by a
-:class:`~model_release.local.triton.LocalTriton` started for this run. With an ``endpoint`` the
+``<workspace>/canary/repository`` with every ONNX leaf shimmed (:mod:`model_release.triton.shim`) and served by a
+:class:`~model_release.triton.local.LocalTriton` started for this run. With an ``endpoint`` the
 canary uses that Triton as it is: it must run in explicit model-control mode with the assembled
 repository as (one of) its model repositories; models are loaded by name and unloaded afterwards.
 Either way the champion (:mod:`.champion`) is pushed to the same server through the load API
@@ -34,20 +34,20 @@ from ..metrics import CLASSIFICATION, REGRESSION
 from ..provenance import trigger
 from ..roles import LABEL, VARIABLE
 from ..spec import DEFAULT_MIN_GOLDEN_ROWS, ReleaseSpec
+from ..triton.client import ReplayResult, TritonHttpClient, replay
+from ..triton.delivery import Delivery, RemoteCanary, check_plans
+from ..triton.server import TritonServer
+from ..triton.shim import prepare_canary_repository
 from ..types import AssembleResult, CanaryResult, ExportResult, IntakeResult
 from ..workspace import Workspace
-from . import compare as cmp
-from . import gates as gt
-from . import plotdata as pd
-from . import quality as q
+from .judge import compare as cmp
+from .judge import gates as gt
+from .report import plotdata as pd
+from .judge import quality as q
 from .champion import NATIVE, NONE, SERVED, Champion
-from .client import ReplayResult, TritonHttpClient, replay
-from .contract import breaks, contract_of
-from .load import paired_ratios as load_paired
-from .report import CanaryReport, verdict, write_reports
-from .remote import Delivery, RemoteCanary, check_plans
-from .server import CanaryServer
-from .shim import prepare_canary_repository
+from .judge.contract import breaks, contract_of
+from .measure.load import paired_ratios as load_paired
+from .report.document import CanaryReport, write_reports
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ def _triton(spec: ReleaseSpec, assembled: AssembleResult, folder: Path, endpoint
             champion: Champion, remote: RemoteCanary | None = None,
             ) -> Iterator[tuple[str, dict[str, Any], Callable[[], str | None]]]:
     """Yield (url, server facts, alive): a LocalTriton on a shimmed copy (the champion's models beside
-    the candidate's), the remote canary (models delivered by :mod:`.remote`), or the given endpoint.
+    the candidate's), the remote canary (models delivered by :mod:`model_release.triton.delivery`), or the given endpoint.
     ``alive()`` is None while the server runs, else why not."""
     if remote is not None:
         yield remote.url.removeprefix("http://"), {
@@ -102,7 +102,7 @@ def _triton(spec: ReleaseSpec, assembled: AssembleResult, folder: Path, endpoint
             "repository": "the endpoint's own model repository",
         }, lambda: None
         return
-    from ..local.triton import LocalTriton
+    from ..triton.local import LocalTriton
 
     copy = prepare_canary_repository(Path(assembled.repository_dir), folder / "repository")
     if champion.kind == SERVED and champion.repository is not None:
@@ -152,7 +152,7 @@ def run_canary(
         find_champion: finds the production champion (given a folder to fetch it into); None judges
             the candidate alone (the change gates are skipped, and the report says so).
         record: called with the closed report (pass or reject), e.g. to log the served metrics to MLflow.
-        remote: a canary Triton started separately that shares no disk (:mod:`.remote`); takes the place
+        remote: a canary Triton started separately that shares no disk (:mod:`model_release.triton.delivery`); takes the place
             of ``endpoint``. ``open_store`` opens its object-store repository with the task's credentials.
 
     Returns:
@@ -237,7 +237,7 @@ def _serve_and_replay(
         order.append(assembled.entry_model)
     with _triton(spec, assembled, folder, endpoint, champion, remote) as (url, server_facts, alive):
         report.server = server_facts
-        server = CanaryServer(url, ready_timeout=spec.canary.ready_timeout_s)
+        server = TritonServer(url, ready_timeout=spec.canary.ready_timeout_s)
         pushed: list[str] = []
         delivery = Delivery(server, remote, open_store or _no_store, folder / "delivered") if remote is not None else None
         try:
@@ -290,7 +290,7 @@ def _manifest(path: str) -> dict[str, Any]:
         return {}
 
 
-def _replay_entry(spec: ReleaseSpec, server: CanaryServer, url: str, name: str, golden: _Golden, export: ExportResult,
+def _replay_entry(spec: ReleaseSpec, server: TritonServer, url: str, name: str, golden: _Golden, export: ExportResult,
                   report: CanaryReport) -> ReplayResult:
     entry = server.entry(name)
     batch_rows = min(spec.canary.batch_rows, entry.max_batch_size) if entry.max_batch_size > 0 else spec.canary.batch_rows
@@ -311,7 +311,7 @@ def _replay_entry(spec: ReleaseSpec, server: CanaryServer, url: str, name: str, 
 
 
 def _replay_champion(
-    spec: ReleaseSpec, server: CanaryServer, url: str, champion: Champion, golden: _Golden,
+    spec: ReleaseSpec, server: TritonServer, url: str, champion: Champion, golden: _Golden,
     endpoint: str | None, report: CanaryReport, delivery: Delivery | None = None,
 ) -> tuple[ReplayResult | None, str | None]:
     """Load the champion beside the candidate and replay the same rows through it.
@@ -346,11 +346,11 @@ def _replay_champion(
     return result, None
 
 
-def _under_load(spec: ReleaseSpec, server: CanaryServer, url: str, assembled: AssembleResult, champion: Champion,
+def _under_load(spec: ReleaseSpec, server: TritonServer, url: str, assembled: AssembleResult, champion: Champion,
                 replays: _Replays, golden: _Golden, folder: Path, alive: Callable[[], str | None],
                 report: CanaryReport) -> dict[str, dict[str, Any]]:
     """Tune (when asked), then the load phase: candidate and champion in alternating windows."""
-    from . import latency
+    from .measure import latency
 
     entries = {latency.CANDIDATE: server.entry(assembled.entry_model)}
     if replays.champion is not None:
@@ -358,7 +358,7 @@ def _under_load(spec: ReleaseSpec, server: CanaryServer, url: str, assembled: As
     runner = latency.load_runner(url, server, entries, golden.inputs, spec.canary.load, alive=alive)
     try:
         if spec.canary.tune.enabled:
-            from .tune import tune
+            from .measure.tune import tune
 
             report.tuning = tune(spec, server, runner, assembled, folder, champion_target=latency.CHAMPION in entries)
         measured = latency.load_phase(runner, list(entries), spec.canary.load, progress=lambda line: log.info("canary: %s", line))
@@ -410,7 +410,7 @@ def _judge(spec: ReleaseSpec, assembled: AssembleResult, golden: _Golden, replay
     report.plots["parity_errors"] = _parity_errors(spec, interface, golden, served)
     timing = replays.candidate.timing()
     report.timing = timing
-    expectations = _expectations(spec, interface, served, report)
+    _expectations(spec, interface, served, report)
     champion_outputs, why_not = _champion_outputs(champion, replays)
     if replays.champion is not None:
         report.champion_timing = replays.champion.timing()
@@ -419,23 +419,25 @@ def _judge(spec: ReleaseSpec, assembled: AssembleResult, golden: _Golden, replay
                                    **({"champion": pd.latency_buckets(pd.histogram_of(replays.champion.latencies_ms))}
                                       if replays.champion is not None else {})}
     gates = [
+        *gt.parity_gates(parity),
         _contract(spec, assembled, champion),
         gt.nonfinite_gate(q.nonfinite_rows(served), golden.rows),
         *_quality(spec, interface, served, golden, champion, champion_outputs, report),
         *_likeness(spec, interface, served, champion, champion_outputs, why_not, report),
     ]
-    replay_slo = None  # the SLO is judged on the load phase; on the replay's burst only when there is none
-    if replays.load is not None:
+    if replays.load is not None:  # the SLO is judged on the load phase; on the replay's burst only when there is none
         gates += gt.load_gates(spec, replays.load["candidate"], replays.load.get("champion"), champion.name,
                                why_not or "the champion was not served beside the candidate", replays.load.get("paired"))
         p99 = replays.load["candidate"]["p99_ms"]
     else:
-        replay_slo, p99 = spec.canary.p99_ms, timing["p99_ms"]
+        p99 = timing["p99_ms"]
+        if spec.canary.p99_ms is not None:
+            gates.append(gt.replay_slo_gate(timing, spec.canary.p99_ms))
+    gates.append(gt.expectations_gate(report.expectations))
     report.slo = {"p99_ms_limit": spec.canary.p99_ms, "p99_ms": p99, "measured_by": "load phase" if replays.load else "replay",
                   "passed": spec.canary.p99_ms is None or p99 <= spec.canary.p99_ms}
     report.gates = [g.to_dict() for g in gates]
-    _, reasons = verdict(parity, timing, replay_slo, expectations)
-    reasons += [g.reason for g in gates if g.failed]
+    reasons = [g.reason for g in gates if g.failed]
     return not reasons, reasons
 
 
@@ -443,7 +445,7 @@ def _expectations(spec: ReleaseSpec, interface: cmp.Interface, served: dict[str,
     if not spec.canary.expectations:
         report.expectations = {"skipped": "canary.expectations is false in the release spec"}
         return None
-    from .expect import run_expectations
+    from .judge.expect import run_expectations
 
     report.expectations = run_expectations(dict(served), classifier=interface.names_labels,
                                            label_set=interface.label_set() if interface.names_labels else None)

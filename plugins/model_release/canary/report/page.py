@@ -16,7 +16,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ..webpage import esc, finite, page
+from ...webpage import esc, finite, page
 from . import plots
 from .decision import FAILED, PASSED, SKIPPED, Decision, decision, number
 

@@ -13,6 +13,11 @@ A gate that could not be checked (no ground truth, no champion) is *skipped* and
   ``max_relative_drop`` bound a regression against the champion.
 - ``champion.agreement`` / ``champion.psi`` (classifiers), ``champion.ks`` (numeric predictions):
   how alike candidate and champion answer the same rows, no ground truth needed.
+- ``parity.<output>``: each served output against the native model's answers (tolerances, or
+  label agreement).
+- ``load.*``: errors, the absolute SLO and the ratios to the champion under load; without a load
+  phase the SLO is judged on the correctness replay (``replay.slo_p99``).
+- ``expectations``: the great-expectations suite over the served outputs.
 """
 
 from __future__ import annotations
@@ -21,8 +26,9 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..metrics import METRICS
-from ..spec import MetricGate, ReleaseSpec
+from ...metrics import METRICS
+from ...parity import OutputParity, ParityReport
+from ...spec import MetricGate, ReleaseSpec
 
 
 @dataclass
@@ -259,3 +265,50 @@ def _errors_gate(candidate: dict[str, Any]) -> Gate:
     return Gate("load.errors", False, "canary.load", candidate=errors, limit="0 errors",
                 message=f"{errors} request(s) failed under load (the first: {candidate.get('first_error')}); a release that "
                         "fails requests under load cannot ship")
+
+
+# --- parity, the replay's SLO, the expectation suite --------------------------------------------------
+
+REFERENCE = "the native model"
+
+
+def parity_gates(parity: ParityReport) -> list[Gate]:
+    """One gate per compared output: served against the native model's answers on the golden rows."""
+    return [_parity_gate(out) for out in parity.outputs.values()]
+
+
+def _parity_gate(out: OutputParity) -> Gate:
+    name = f"parity.{out.name}"
+    if out.kind == "label":
+        setting, candidate = "canary.min_label_agreement", out.agreement
+        limit = f">= {out.min_agreement:.2%} agree with {REFERENCE}" if out.min_agreement is not None else None
+        fine = f"{out.failing_rows} of {out.total_rows} rows differ from {REFERENCE}"
+    else:
+        setting, candidate = f"canary.tolerances.{out.name}", out.max_abs
+        limit = f"atol {_fmt(out.atol)} or rtol {_fmt(out.rtol)}"
+        fine = f"{out.failing_elements} of {out.total_elements} elements outside both tolerances"
+    return Gate(name, out.passed, setting, candidate=candidate, limit=limit,
+                message=fine if out.passed else out.describe(REFERENCE))
+
+
+def replay_slo_gate(timing: dict[str, Any], limit_ms: float) -> Gate:
+    """The absolute p99 SLO judged on the correctness replay (when there is no load phase)."""
+    p99 = float(timing.get("p99_ms") if timing.get("p99_ms") is not None else math.nan)
+    ok = math.isfinite(p99) and p99 <= limit_ms
+    return Gate("replay.slo_p99", ok, "canary.p99_ms", candidate=p99, limit=f"<= {limit_ms:g} ms",
+                message="p99 of the correctness replay (no load phase)" if ok else
+                f"p99 latency {p99:.3f} ms over {timing.get('requests')} requests of {timing.get('batch_rows')} rows "
+                f"at concurrency {timing.get('concurrency')} exceeds canary.p99_ms {limit_ms:g} ms")
+
+
+def expectations_gate(expectations: dict[str, Any]) -> Gate:
+    """The expectation suite over the served outputs (``expectations`` as :func:`~.expect.run_expectations` returns it)."""
+    from .expect import failures
+
+    if expectations.get("skipped") or "results" not in expectations:
+        return skipped("expectations", "canary.expectations", str(expectations.get("skipped", "not run")))
+    results = expectations["results"]
+    met = sum(1 for r in results if r["success"])
+    failed = failures(expectations)
+    return Gate("expectations", not failed, "canary.expectations", candidate=f"{met} of {len(results)} met",
+                limit="all met", message="; ".join(failed) or "every expectation on the served outputs is met")

@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CanaryRejected
-from ..parity import ParityAccumulator, ParityReport
-from ..roles import LABEL, PROBABILITIES, is_label_array
-from ..spec import Tolerances
-from ..types import AssembleResult
+from ...errors import CanaryRejected
+from ...parity import ParityAccumulator, ParityReport
+from ...roles import LABEL, PROBABILITIES, is_label_array
+from ...spec import Tolerances
+from ...types import AssembleResult
 
 
 @dataclass(frozen=True)

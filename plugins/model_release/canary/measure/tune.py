@@ -2,7 +2,7 @@
 
 The release's leaf models (the converted model: ONNX or a TensorRT plan, whatever backend serves
 it) get each setting of a small grid, through Triton's load API with the configuration replaced
-(:meth:`~.server.CanaryServer.load_with_config`): instance count, dynamic batching off or on with
+(:meth:`~.server.TritonServer.load_with_config`): instance count, dynamic batching off or on with
 each max queue delay and preferred batch sizes. Each trial is measured through the release's entry
 model under the load phase's concurrency and batch size. The pick: the highest throughput whose
 p99 meets the SLO (``canary.p99_ms``) and, with a champion served, ``max_p99_ratio`` x the
@@ -22,12 +22,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import AssembleError
-from ..repository.config import CONFIG_FILE, read_config, write_config
-from ..spec import ReleaseSpec
-from ..types import AssembleResult
+from ...errors import AssembleError
+from ...repository.config import CONFIG_FILE, read_config, write_config
+from ...spec import ReleaseSpec
+from ...triton.server import TritonServer
+from ...types import AssembleResult
 from .load import LoadRunner, Measurement
-from .server import CanaryServer
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ def leaf_models(assembled: AssembleResult) -> list[str]:
     return leaves
 
 
-def tune(spec: ReleaseSpec, server: CanaryServer, runner: LoadRunner, assembled: AssembleResult, folder: Path,
+def tune(spec: ReleaseSpec, server: TritonServer, runner: LoadRunner, assembled: AssembleResult, folder: Path,
          *, champion_target: bool) -> dict[str, Any]:
     """Search, pick, confirm and write the serving configuration; return what the report keeps.
 
@@ -150,12 +150,12 @@ def _p99_limit(spec: ReleaseSpec, runner: LoadRunner, champion_target: bool) -> 
     return value, why
 
 
-def _load(server: CanaryServer, loaded: dict[str, Any], setting: Setting) -> None:
+def _load(server: TritonServer, loaded: dict[str, Any], setting: Setting) -> None:
     for model, config in loaded.items():
         server.load_with_config(model, setting.apply(config))
 
 
-def _trial(spec: ReleaseSpec, server: CanaryServer, runner: LoadRunner, loaded: dict[str, Any], setting: Setting) -> dict[str, Any]:
+def _trial(spec: ReleaseSpec, server: TritonServer, runner: LoadRunner, loaded: dict[str, Any], setting: Setting) -> dict[str, Any]:
     _load(server, loaded, setting)
     runner.window(CANDIDATE, min(spec.canary.load.warmup_s, spec.canary.tune.trial_s), measure=False)
     window = runner.window(CANDIDATE, spec.canary.tune.trial_s)
@@ -166,7 +166,7 @@ def _trial(spec: ReleaseSpec, server: CanaryServer, runner: LoadRunner, loaded: 
     return {k: figures[k] for k in ("throughput_rows_per_s", "p50_ms", "p99_ms", "errors", "requests")}
 
 
-def _confirm(spec: ReleaseSpec, server: CanaryServer, runner: LoadRunner, loaded: dict[str, Any], chosen: Setting,
+def _confirm(spec: ReleaseSpec, server: TritonServer, runner: LoadRunner, loaded: dict[str, Any], chosen: Setting,
              default: Setting) -> dict[str, Any]:
     """Chosen and default measured again, alternating twice: the pick stands only if it is at least as fast."""
     figures: dict[str, list[float]] = {"chosen": [], "default": []}
@@ -179,7 +179,7 @@ def _confirm(spec: ReleaseSpec, server: CanaryServer, runner: LoadRunner, loaded
 
 def write_tuned(source: Path, destination: Path, leaves: list[str], setting: Setting) -> Path:
     """A copy of the release's repository with ``setting`` in its leaves' config.pbtxt, linted."""
-    from ..repository.lint import lint_repository
+    from ...repository.lint import lint_repository
 
     if destination.exists():
         shutil.rmtree(destination)

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..webpage import (
+from ...webpage import (
     CANDIDATE_COLOUR, CHAMPION_COLOUR, FAILED_COLOUR, esc, legend_above, log_axis, new_figure, placeholder_html, plot_html,
     style_axes,
 )

@@ -15,14 +15,15 @@ from typing import Any
 
 import numpy as np
 
-from ..spec import LoadSpec
-from .load import LoadRunner, Measurement, TritonRequester, measure, request_batches
-from .server import CanaryServer, EntryModel
+from ...spec import LoadSpec
+from ...triton.requester import TritonRequester, request_batches
+from ...triton.server import EntryModel, TritonServer
+from .load import LoadRunner, Measurement, measure
 
 CANDIDATE, CHAMPION = "candidate", "champion"
 
 
-def load_runner(url: str, server: CanaryServer, entries: Mapping[str, EntryModel], golden: Mapping[str, np.ndarray],
+def load_runner(url: str, server: TritonServer, entries: Mapping[str, EntryModel], golden: Mapping[str, np.ndarray],
                 load: LoadSpec, *, alive: Callable[[], str | None] | None = None) -> LoadRunner:
     """A runner whose targets are ``entries`` (name -> entry model), fed from golden rows."""
 

@@ -1,10 +1,9 @@
 """The decision a canary report carries, as the lines a reader sees first (HTML page and terminal alike).
 
 :func:`decision` reads a ``report.json`` (as a dict) and returns the verdict, one :class:`Line`
-per gate (its figure, its limit and the champion's figure), the acknowledgements the spec made,
-and the headline changes against the production champion. Besides the gates of
-``report["gates"]`` it lists the gates judged outside them: parity per output against the native
-model, the expectation suite, and the p99 SLO when it was judged on the replay.
+per gate of ``report["gates"]`` (its figure, its limit and the champion's figure: every gate the
+canary judged, parity and the expectation suite among them, all read the same way), the
+acknowledgements the spec made, and the headline changes against the production champion.
 
 A report is read as found (``model-release report`` reads any file): a section of the wrong type
 counts as absent, so a hand-edited or foreign report prints what it holds instead of failing.
@@ -16,8 +15,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..metrics import METRICS
-from ..safe_text import escape_controls, redact
+from ...metrics import METRICS
+from ...safe_text import escape_controls, redact
 
 FAILED, PASSED, SKIPPED = "failed", "passed", "skipped"
 
@@ -103,7 +102,7 @@ def number(value: Any, unit: str = "", *, percent: bool = False) -> str:
     return str(value)
 
 
-_UNITS = {"load.slo_p99": "ms", "load.p99_ratio": "ms", "load.throughput_ratio": "rows/s", "load.errors": "errors",
+_UNITS = {"load.slo_p99": "ms", "replay.slo_p99": "ms", "load.p99_ratio": "ms", "load.throughput_ratio": "rows/s", "load.errors": "errors",
           "nonfinite": "rows"}
 
 
@@ -115,7 +114,9 @@ def _gate_line(gate: dict[str, Any]) -> Line:
     name = str(gate.get("name", "?"))
     status = SKIPPED if gate.get("passed") is None else PASSED if gate.get("passed") else FAILED
     unit = _UNITS.get(name, "")
-    percent = name == "champion.agreement"
+    setting = str(gate.get("setting") or "")
+    percent = name == "champion.agreement" or setting == "canary.min_label_agreement"
+    prefix = "max abs " if setting.startswith("canary.tolerances.") else ""  # a numeric output's parity
     champion = gate.get("champion")
     if name in _AGAINST_CHAMPION and champion is not None:
         # the gate compares the candidate with the champion, whose own figure (its interface, 100% agreement
@@ -123,53 +124,12 @@ def _gate_line(gate: dict[str, Any]) -> Line:
         champion = _AGAINST_CHAMPION[name]
     return Line(
         name=name, status=status,
-        candidate="" if status == SKIPPED else number(gate.get("candidate"), unit, percent=percent),
+        candidate="" if status == SKIPPED else prefix + number(gate.get("candidate"), unit, percent=percent),
         limit=str(gate.get("limit") or ""),
         champion="" if status == SKIPPED else (number(champion, unit, percent=percent) if champion is not None else "-"),
-        setting=str(gate.get("setting") or ""),
+        setting=setting,
         detail=str(gate.get("skipped") or gate.get("message") or ""),
     )
-
-
-def _parity_lines(report: dict[str, Any]) -> list[Line]:
-    lines = []
-    for name, fig in _map(report.get("parity")).items():
-        if not isinstance(fig, dict):
-            continue
-        status = PASSED if fig.get("passed") else FAILED
-        if fig.get("kind") == "label":
-            lines.append(Line(f"parity.{name}", status, number(fig.get("agreement"), percent=True),
-                              f">= {number(fig.get('min_agreement'), percent=True)} agree with the native model", "-",
-                              "canary.min_label_agreement", fig.get("shape_error") or
-                              f"{fig.get('failing_rows', 0)} of {fig.get('total_rows', 0)} rows differ from the native model"))
-        else:
-            lines.append(Line(f"parity.{name}", status, f"max abs {number(fig.get('max_abs'))}",
-                              f"atol {number(fig.get('atol'))} or rtol {number(fig.get('rtol'))}", "-",
-                              f"canary.tolerances.{name}", fig.get("shape_error") or
-                              f"{fig.get('failing_elements', 0)} of {fig.get('total_elements', 0)} elements outside both tolerances"))
-    return lines
-
-
-def _expectation_line(report: dict[str, Any]) -> list[Line]:
-    exp = _map(report.get("expectations"))
-    if not exp:
-        return []
-    if exp.get("skipped") or "results" not in exp:
-        return [Line("expectations", SKIPPED, setting="canary.expectations", detail=str(exp.get("skipped", "not run")))]
-    results = _maps(exp.get("results"))
-    met = sum(1 for r in results if r.get("success"))
-    status = PASSED if met == len(results) else FAILED
-    failing = [f"{r.get('expectation')} on {r.get('column')}" for r in results if not r.get("success")]
-    return [Line("expectations", status, f"{met} of {len(results)} met", "all met", "-", "canary.expectations",
-                 "; ".join(failing) or "every expectation on the served outputs is met")]
-
-
-def _replay_slo_line(report: dict[str, Any]) -> list[Line]:
-    slo = _map(report.get("slo"))
-    if slo.get("measured_by") != "replay" or slo.get("p99_ms_limit") is None:
-        return []
-    return [Line("replay.slo_p99", PASSED if slo.get("passed") else FAILED, number(slo.get("p99_ms"), "ms"),
-                 f"<= {number(slo.get('p99_ms_limit'))} ms", "-", "canary.p99_ms", "p99 of the correctness replay (no load phase)")]
 
 
 _ORDER = {FAILED: 0, PASSED: 1, SKIPPED: 2}
@@ -228,7 +188,6 @@ def decision(report: dict[str, Any]) -> Decision:
         for line in lines:  # every change gate skips for the same reason: say it once, in the header
             if line.status == SKIPPED and line.detail == champion["reason"]:
                 line.detail = "no champion: the channel's first release"
-    lines += _parity_lines(report) + _expectation_line(report) + _replay_slo_line(report)
     lines.sort(key=lambda line: _ORDER[line.status])
     if champion.get("kind") in (None, "none"):
         judged = "no champion" + (f" ({champion['reason']})" if champion.get("reason") else "")

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..repository.config import CONFIG_FILE, read_config, wire_name
-from ..types import TensorSpec
+from ...repository.config import CONFIG_FILE, read_config, wire_name
+from ...types import TensorSpec
 
 
 @dataclass(frozen=True)

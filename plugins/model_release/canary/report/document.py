@@ -14,13 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..parity import ParityReport
-from ..webpage import finite
-from ..workspace import atomic_write_bytes, atomic_write_json
-from .expect import failures as expectation_failures
+from ...webpage import finite
+from ...workspace import atomic_write_bytes, atomic_write_json
 
 FORMAT_VERSION = 1
-REFERENCE = "the native model"
 
 
 @dataclass
@@ -110,32 +107,6 @@ class CanaryReport:
         how = "under load" if self.load_phase else "on the replay"
         return (f"canary passed: {self.golden.get('rows')} golden rows, p99 {timing.get('p99_ms', math.nan):.2f} ms "
                 f"{how}, {timing.get('throughput_rows_per_s', math.nan):.0f} rows/s on {self.server.get('description')}")
-
-
-def verdict(
-    parity: ParityReport | None,
-    timing: Mapping[str, Any] | None,
-    p99_limit_ms: float | None,
-    expectations: Mapping[str, Any] | None,
-    *,
-    extra_reasons: list[str] | None = None,
-) -> tuple[bool, list[str]]:
-    """Whether the canary passed, and one sentence per failed gate (parity, SLO, expectations)."""
-    reasons = list(extra_reasons or [])
-    if parity is not None:
-        for out in parity.failures:
-            tol_key = "min_label_agreement" if out.kind == "label" else f"tolerances.{out.name}"
-            reasons.append(f"{out.describe(REFERENCE)} [canary.{tol_key}]")
-    if timing is not None and p99_limit_ms is not None:
-        p99 = float(timing.get("p99_ms") if timing.get("p99_ms") is not None else math.nan)
-        if not math.isfinite(p99) or p99 > p99_limit_ms:
-            reasons.append(
-                f"p99 latency {p99:.3f} ms over {timing.get('requests')} requests of {timing.get('batch_rows')} rows "
-                f"at concurrency {timing.get('concurrency')} exceeds canary.p99_ms {p99_limit_ms:g} ms [canary.p99_ms]"
-            )
-    if expectations is not None:
-        reasons.extend(f"{line} [canary.expectations]" for line in expectation_failures(expectations))
-    return not reasons, reasons
 
 
 def write_reports(folder: Path, report: CanaryReport | dict[str, Any]) -> tuple[Path, Path]:

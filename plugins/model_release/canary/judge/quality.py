@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import SpecError
-from ..metrics import CLASSIFICATION, REGRESSION, classification_metrics, regression_metrics
-from ..roles import LABEL, PROBABILITIES, VARIABLE
+from ...errors import SpecError
+from ...metrics import CLASSIFICATION, REGRESSION, classification_metrics, regression_metrics
+from ...roles import LABEL, PROBABILITIES, VARIABLE
 from .compare import Interface, top1
 
 

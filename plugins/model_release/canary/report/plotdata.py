@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from .load import OCTAVES, SUB_BUCKETS, Histogram
-from .quality import Classified
+from ..measure.load import OCTAVES, SUB_BUCKETS, Histogram
+from ..judge.quality import Classified
 
 #: classes per confusion-matrix axis and per-class plot; the least frequent others are summed
 MAX_CLASSES = 20
@@ -243,7 +243,7 @@ def classes_section(candidate: Classified, champion: Classified | None, *,
 
 def agreement_section(candidate: np.ndarray, champion: np.ndarray | None, order: Sequence[str]) -> dict[str, Any]:
     """Candidate against champion, row by row (classifiers): the matrix and both predicted distributions."""
-    from .compare import top1
+    from ..judge.compare import top1
 
     mine = top1(candidate)
     theirs = top1(champion) if champion is not None else None

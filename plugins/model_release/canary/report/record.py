@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from ..mlflow_env import quiet_mlflow_env
-from ..types import ExportResult, IntakeResult
-from .report import CanaryReport
+from ...mlflow_env import quiet_mlflow_env
+from ...types import ExportResult, IntakeResult
+from .document import CanaryReport
 
 log = logging.getLogger(__name__)
 

@@ -1,8 +1,8 @@
-"""The canary's Triton: load the candidate in dependency order, describe the server and the entry model.
+"""A Triton in explicit model-control mode: readiness, metadata, models loaded in dependency order and unloaded.
 
-Works the same on the embedded local Triton (:class:`model_release.local.triton.LocalTriton`) and on
-a remote canary Triton given by endpoint, as long as it runs in explicit model-control mode and its
-model repository holds the candidate. Triton's errors are converted here: a model that fails to
+Works the same on the embedded local Triton (:class:`model_release.triton.local.LocalTriton`) and on
+a remote Triton given by endpoint, as long as it runs in explicit model-control mode and its
+model repository holds the models asked for. Triton's errors are converted here: a model that fails to
 load is the candidate's fault (:class:`CanaryRejected`), a server that cannot be reached is not
 (:class:`ServiceUnavailable`).
 """
@@ -36,7 +36,7 @@ class LoadedModels:
     seconds: dict[str, float] = field(default_factory=dict)
 
 
-class CanaryServer:
+class TritonServer:
     """A tritonclient.http connection used to load models and read metadata.
 
     Args:

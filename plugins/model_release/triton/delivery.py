@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import GpuUnavailable, ServiceUnavailable
-from .server import CanaryServer, LoadedModels
+from .server import LoadedModels, TritonServer
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +157,7 @@ class Delivery:
         workdir: where shimmed copies are prepared.
     """
 
-    server: CanaryServer
+    server: TritonServer
     canary: RemoteCanary
     open_store: Callable[[str], Any]
     workdir: Path
