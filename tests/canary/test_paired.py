@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from model_release.canary import quality as q
+from model_release.canary.judge import quality as q
 from model_release.canary.judge.change import accuracy_change, loss_change, negative_flips
 from model_release.canary.judge.outcome import BLOCK, INCONCLUSIVE, PASS, Finding, Interval, decide
 from model_release.canary.judge.paired import (Discordance, bootstrap, bootstrap_interval, drop_interval, drop_shown,

@@ -6,12 +6,12 @@ import json
 
 import numpy as np
 
-from model_release.canary import gates as gt
-from model_release.canary import quality as q
-from model_release.canary.compare import Interface
+from model_release.canary.judge import gates as gt
+from model_release.canary.judge import quality as q
+from model_release.canary.judge.compare import Interface
 from model_release.canary.judge.calibration import log_loss_change, reliability
 from model_release.canary.judge.outcome import PASS
-from model_release.canary.report import write_reports
+from model_release.canary.report.document import write_reports
 from model_release.spec import parse_spec
 
 LABELS = ["setosa", "versicolor", "virginica"]

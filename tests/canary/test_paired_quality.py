@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from model_release.canary import quality as q
-from model_release.canary.compare import Interface
+from model_release.canary.judge import quality as q
+from model_release.canary.judge.compare import Interface
 from model_release.canary.judge.outcome import BLOCK, PASS
 from model_release.canary.judge.paired_quality import (PairedLimits, classifier_findings, in_candidate_classes,
                                                        regressor_findings)

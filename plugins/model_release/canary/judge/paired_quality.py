@@ -1,7 +1,7 @@
 """Every paired gate of one candidate/champion pair on the golden set's ground truth, in one call.
 
 The canary's judge calls :func:`classifier_findings` (or :func:`regressor_findings`) with both
-models' answers read against the ground truth (:class:`~model_release.canary.quality.Classified`,
+models' answers read against the ground truth (:class:`~model_release.canary.judge.quality.Classified`,
 each model by its own interface) and the limits (:class:`PairedLimits`, from the spec). It gets
 the findings (:class:`.outcome.Finding`, one per gate) and the report's sections: flips, the
 per-class table, the reliability diagrams, the per-slice tables.
@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ...metrics import CLASSIFICATION
-from ..quality import Classified
+from .quality import Classified
 from ...spec import CanarySpec
 from .calibration import DEFAULT_BINS, DEFAULT_LOG_LOSS_MAX_RELATIVE_DROP, ece_gates, log_loss_change, reliability
 from .change import DEFAULT_MAX_NEGATIVE_FLIPS, accuracy_change, loss_change, negative_flips
