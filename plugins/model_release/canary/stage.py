@@ -46,6 +46,8 @@ from .report import plotdata as pd
 from .judge import quality as q
 from .champion import NATIVE, NONE, SERVED, Champion
 from .judge.contract import breaks, contract_of
+from .judge.paired_gates import paired_quality_gates, report_only_likeness
+from .judge.paired_quality import PAIRED_METRICS
 from .measure.load import paired_ratios as load_paired
 from .report.document import CanaryReport, write_reports
 
@@ -425,6 +427,7 @@ def _judge(spec: ReleaseSpec, assembled: AssembleResult, golden: _Golden, replay
         *_quality(spec, interface, served, golden, champion, champion_outputs, report),
         *_likeness(spec, interface, served, champion, champion_outputs, why_not, report),
     ]
+    gates = report_only_likeness(gates)  # with ground truth the negative flips judge what agreement stood in for
     if replays.load is not None:  # the SLO is judged on the load phase; on the replay's burst only when there is none
         gates += gt.load_gates(spec, replays.load["candidate"], replays.load.get("champion"), champion.name,
                                why_not or "the champion was not served beside the candidate", replays.load.get("paired"))
@@ -491,7 +494,11 @@ def _quality(spec: ReleaseSpec, interface: cmp.Interface, served: dict[str, np.n
     _quality_plots(interface, served, golden, champion, champion_outputs if theirs is not None else None, native_names, report)
     report.quality = {"task": task, "target": spec.golden.target, "rows": golden.rows, "candidate": mine, "champion": theirs,
                       "champion_name": champion.name if theirs is not None else None}
-    return gt.quality_gates(spec, task, mine, theirs, champion.name or "none")
+    paired, report.quality["paired"] = paired_quality_gates(
+        spec.canary, task, interface, served, golden.truth, champion.interface if theirs is not None else None,
+        champion_outputs if theirs is not None else None, champion_name=champion.name or "none", native_names=native_names)
+    return [*gt.quality_gates(spec, task, mine, theirs, champion.name or "none", paired=PAIRED_METRICS if theirs else ()),
+            *paired]
 
 
 def _quality_plots(interface: cmp.Interface, served: dict[str, np.ndarray], golden: _Golden, champion: Champion,

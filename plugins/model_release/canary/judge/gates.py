@@ -23,6 +23,7 @@ A gate that could not be checked (no ground truth, no champion) is *skipped* and
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -105,11 +106,20 @@ def nonfinite_gate(rows_by_output: dict[str, int], total_rows: int) -> Gate:
 
 def quality_gates(
     spec: ReleaseSpec, task: str, candidate: dict[str, float], champion: dict[str, float] | None, champion_name: str,
+    *, paired: Collection[str] = (),
 ) -> list[Gate]:
-    """One gate per quality gate in force for ``task`` (defaults merged with ``canary.quality``)."""
+    """One gate per quality gate in force for ``task`` (defaults merged with ``canary.quality``).
+
+    ``paired``: metrics whose change limits (max_absolute_drop, max_relative_drop) are decided on
+    paired rows (:mod:`.paired_gates`); here they keep only their other limits, if any.
+    """
     gates = []
     for metric, gate in spec.canary.quality_gates(task).items():
         setting = f"canary.quality.{metric}"
+        if metric in paired:
+            if gate.threshold is None and gate.min_absolute_change is None and gate.min_relative_change is None:
+                continue
+            gate = gate.model_copy(update={"max_absolute_drop": None, "max_relative_drop": None})
         if metric not in candidate:
             gates.append(skipped(f"quality.{metric}", setting, f"{metric} is not computable for this model "
                                  "(log_loss and roc_auc need class scores; roc_auc a binary classifier)"))
