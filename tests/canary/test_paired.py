@@ -59,7 +59,7 @@ def test_three_more_wrong_of_150_is_noise_and_the_same_drop_on_15000_rows_blocks
     large = accuracy_change(np.tile(candidate, 100), np.tile(champion, 100), max_absolute_drop=0.01)[0]
     assert large.outcome == BLOCK and large.passed is False
     assert "300 rows worse, 0 better; the drop is at least 0.018" in large.message
-    assert large.setting == "canary.quality.accuracy.max_absolute_drop" and not large.data["underpowered"]
+    assert large.setting == "canary.quality.accuracy" and "beyond canary.quality.accuracy.max_absolute_drop (0.01;" in large.message and not large.data["underpowered"]
 
 
 def test_accuracy_gate_just_inside_and_just_outside_its_limit_on_15000_rows():
@@ -74,7 +74,7 @@ def test_accuracy_gate_just_inside_and_just_outside_its_limit_on_15000_rows():
 def test_a_relative_limit_is_a_share_of_the_champions_accuracy():
     finding = accuracy_change(*_pairs(15000, 300, 0, 12000), max_relative_drop=0.05)[0]  # champion 0.82: allowed 0.041
     assert finding.outcome == PASS and finding.data["allowed_drop"] == pytest.approx(0.05 * 12300 / 15000)
-    assert finding.setting == "canary.quality.accuracy.max_relative_drop"
+    assert finding.setting == "canary.quality.accuracy" and finding.limit.startswith("at most 5.00% worse")
 
 
 def test_where_proof_is_asked_an_undecided_drop_is_inconclusive_and_says_how_many_rows_would_decide():

@@ -33,7 +33,7 @@ def test_the_same_labels_with_probabilities_divided_by_a_temperature_are_blocked
     assert negative_flips(right_c, right_h).outcome == PASS
 
     finding = log_loss_change(candidate, champion, truth)[0]  # the default: at most 25% worse
-    assert finding.outcome == BLOCK and finding.setting == "canary.quality.log_loss.max_relative_drop"
+    assert finding.outcome == BLOCK and finding.setting == "canary.quality.log_loss"
     assert finding.candidate > 1.25 * finding.champion and "worse by at least" in finding.message
 
     flat = ece_gates(candidate, truth, max_ece=0.05, champion_scores=champion, max_ece_increase=0.02)

@@ -61,14 +61,20 @@ def accuracy_change(candidate_right: np.ndarray, champion_right: np.ndarray, *, 
     d = Discordance.of(candidate_right, champion_right)
     base = float(np.mean(champion_right)) if d.n else math.nan
     return [accuracy_finding(d, allowed, confidence=confidence, prove=prove, metric=metric, name=name,
-                             setting=f"{setting}.{field}", limit=words, champion_name=champion_name,
+                             setting=setting, limit_field=field, limit=words, champion_name=champion_name,
                              candidate=float(np.mean(candidate_right)) if d.n else math.nan, champion=base)
             for field, allowed, words in _limits(max_absolute_drop, max_relative_drop, base)]
 
 
 def accuracy_finding(d: Discordance, allowed: float, *, confidence: float, prove: bool, metric: str, name: str, setting: str,
+                     limit_field: str | None = None,
                      limit: str, candidate: float, champion: float, champion_name: str = "the champion") -> Finding:
-    """The finding of one allowed accuracy drop on discordant pairs ``d`` (``setting``: the full spec setting)."""
+    """The finding of one allowed accuracy drop on discordant pairs ``d``.
+
+    ``setting`` is the gate's spec setting (the finding's); ``limit_field`` the field under it that set
+    ``allowed`` (``max_absolute_drop``), named in the message.
+    """
+    field = f"{setting}.{limit_field}" if limit_field else setting
     interval, p = drop_interval(d, confidence), mcnemar_p(d.worse, d.better)
     # the block rule adds McNemar's exact test to the score bound; otherwise the bound decides pass or inconclusive
     outcome = BLOCK if drop_shown(d, allowed, confidence) else decide(Interval(
@@ -79,7 +85,7 @@ def accuracy_finding(d: Discordance, allowed: float, *, confidence: float, prove
     tail = f"McNemar exact p = {p:.2g}"
     if outcome == BLOCK:
         message = (f"{head}; the drop is at least {fmt(interval.lower)} with {percent(confidence)} confidence, beyond "
-                   f"{setting} ({fmt(allowed)}; {tail}). Change {setting} only if that drop is acceptable")
+                   f"{field} ({fmt(allowed)}; {tail}). Change {field} only if that drop is acceptable")
     elif outcome == INCONCLUSIVE:
         message = (f"{head}; with {percent(confidence)} confidence the drop is between {fmt(interval.lower)} and "
                    f"{fmt(interval.upper)}: these rows can neither show it beyond {fmt(allowed)} nor rule that out "
@@ -145,7 +151,7 @@ def loss_change(metric: str, candidate_loss: np.ndarray, champion_loss: np.ndarr
     for field, allowed, words in _limits(max_absolute_drop, max_relative_drop, theirs):
         relative = field == "max_relative_drop"
         if not a.size:
-            findings.append(Finding(f"quality.{metric}", INCONCLUSIVE, f"{setting}.{field}", f"{metric}: no row where both "
+            findings.append(Finding(f"quality.{metric}", INCONCLUSIVE, setting, f"{metric}: no row where both "
                                     f"models' losses are finite ({left_out} left out)", limit=words, data={"rows": 0}))
             continue
         interval = bootstrap_interval(np.column_stack([a, b]), _loss_statistic(g, relative), confidence,
@@ -169,7 +175,7 @@ def loss_change(metric: str, candidate_loss: np.ndarray, champion_loss: np.ndarr
             if sizing["underpowered"]:
                 message += (f". These {a.size} rows are too few to show a change of twice the limit {_times(DEFAULT_POWER)}: "
                             f"that takes about {sizing['rows_needed']} rows; raise golden.rows and golden.min_rows")
-        findings.append(Finding(f"quality.{metric}", outcome, f"{setting}.{field}", message, candidate=mine, champion=theirs,
+        findings.append(Finding(f"quality.{metric}", outcome, setting, message, candidate=mine, champion=theirs,
                                 limit=words, data={"rows": int(a.size), "rows_left_out": left_out, "relative": relative,
                                                    "drop": interval.to_dict(), "allowed_drop": limit, **sizing}))
     return findings
