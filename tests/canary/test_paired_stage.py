@@ -44,11 +44,11 @@ def test_paired_gates_judge_against_the_champion_on_ground_truth_and_agreement_i
     assert result.passed
     report = _report(release)
     gates = {g["name"]: g for g in report["gates"]}
+    paired = report["quality"]["paired"]
     assert gates["quality.accuracy"]["passed"] is True and "0 rows worse, 0 better" in gates["quality.accuracy"]["message"]
     assert gates["flips.negative"]["passed"] is True and gates["quality.log_loss"]["passed"] is True
-    assert gates["class.recall[setosa]"]["passed"] is True
-    assert gates["champion.agreement"]["passed"] is None and "reported, not gated (100.00%)" in gates["champion.agreement"]["skipped"]
-    paired = report["quality"]["paired"]
+    assert gates["classes"]["passed"] is True and paired["classes"][0]["recall_outcome"] == "pass"
+    assert "champion.agreement" not in gates and report["shift"]["agreement"] == 1.0  # reported, not gated
     assert paired["flips"]["negative"] == 0 and len(paired["classes"]) == 3
     assert sum(b["rows"] for b in paired["reliability"]["candidate"]["bins"]) == 150
 

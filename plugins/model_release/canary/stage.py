@@ -46,7 +46,7 @@ from .report import plotdata as pd
 from .judge import quality as q
 from .champion import NATIVE, NONE, SERVED, Champion
 from .judge.contract import breaks, contract_of
-from .judge.paired_gates import paired_quality_gates, report_only_likeness
+from .judge.paired_gates import paired_quality_gates, report_only_likeness, with_thresholds
 from .judge.paired_quality import PAIRED_METRICS
 from .measure.load import paired_ratios as load_paired
 from .report.document import CanaryReport, write_reports
@@ -497,8 +497,8 @@ def _quality(spec: ReleaseSpec, interface: cmp.Interface, served: dict[str, np.n
     paired, report.quality["paired"] = paired_quality_gates(
         spec.canary, task, interface, served, golden.truth, champion.interface if theirs is not None else None,
         champion_outputs if theirs is not None else None, champion_name=champion.name or "none", native_names=native_names)
-    return [*gt.quality_gates(spec, task, mine, theirs, champion.name or "none", paired=PAIRED_METRICS if theirs else ()),
-            *paired]
+    return with_thresholds(gt.quality_gates(spec, task, mine, theirs, champion.name or "none",
+                                            paired=PAIRED_METRICS if theirs else ()), paired)
 
 
 def _quality_plots(interface: cmp.Interface, served: dict[str, np.ndarray], golden: _Golden, champion: Champion,

@@ -85,7 +85,7 @@ def accuracy_finding(d: Discordance, allowed: float, *, confidence: float, prove
     tail = f"McNemar exact p = {p:.2g}"
     if outcome == BLOCK:
         message = (f"{head}; the drop is at least {fmt(interval.lower)} with {percent(confidence)} confidence, beyond "
-                   f"{field} ({fmt(allowed)}; {tail}). Change {field} only if that drop is acceptable")
+                   f"{field} {fmt(allowed)} ({tail})")
     elif outcome == INCONCLUSIVE:
         message = (f"{head}; with {percent(confidence)} confidence the drop is between {fmt(interval.lower)} and "
                    f"{fmt(interval.upper)}: these rows can neither show it beyond {fmt(allowed)} nor rule that out "
@@ -162,9 +162,8 @@ def loss_change(metric: str, candidate_loss: np.ndarray, champion_loss: np.ndarr
         sizing = _loss_sizing(a, b, root, limit * abs(theirs) if relative else allowed, confidence)
         head = f"{metric} {fmt(mine)} against {fmt(theirs)}{_of(champion_name)} on the same {a.size} rows"
         if outcome == BLOCK:
-            message = (f"{head}: worse by at least {shown(interval.lower)} with {percent(confidence)} confidence (paired "
-                       f"bootstrap of {resamples} resamples), beyond {setting}.{field} {shown(limit)}. Change {setting} "
-                       "only if that is acceptable")
+            message = (f"{head}: worse by at least {shown(interval.lower)} with {percent(confidence)} confidence, "
+                       f"beyond {setting}.{field} {shown(limit)}")
         elif outcome == INCONCLUSIVE:
             message = (f"{head}: worse by between {shown(interval.lower)} and {shown(interval.upper)} with "
                        f"{percent(confidence)} confidence, so neither beyond {shown(limit)} nor within it is shown; "
@@ -217,11 +216,11 @@ def negative_flips(candidate_right: np.ndarray, champion_right: np.ndarray, *, m
     ci = binomtest(d.worse, d.n).proportion_ci(confidence_level=2 * confidence - 1, method="exact")
     interval = Interval(d.worse / d.n, float(ci.low), float(ci.high), confidence)
     outcome = decide(interval, max_share, prove=prove)
-    flips = (f"{d.worse} of {d.n} rows ({d.worse / d.n:.2%}) that {champion_name} got right are now wrong, "
-             f"{d.better} ({d.better / d.n:.2%}) it got wrong are now right")
+    flips = (f"{d.worse} of {d.n} rows ({d.worse / d.n:.2%}) {champion_name} got right are now wrong, "
+             f"{d.better} ({d.better / d.n:.2%}) now right")
     if outcome == BLOCK:
-        message = (f"negative flips: {flips}; at least {interval.lower:.2%} of rows with {percent(confidence)} confidence, "
-                   f"beyond {setting} {max_share:.2%}: users lose answers they had. Change {setting} only if that is acceptable")
+        message = (f"negative flips: {flips}; at least {interval.lower:.2%} with {percent(confidence)} confidence, "
+                   f"beyond {setting} {max_share:.2%}")
     elif outcome == INCONCLUSIVE:
         message = (f"negative flips: {flips}; between {interval.lower:.2%} and {interval.upper:.2%} with "
                    f"{percent(confidence)} confidence, neither shown beyond {max_share:.2%} nor within it")

@@ -128,11 +128,10 @@ def _precision_finding(interval: Interval, p: dict[str, float | None], answered:
     """The precision gate of one class from the bounds on its drop."""
     confidence = interval.confidence
     outcome = decide(interval, allowed, prove=prove)
-    head = (f"precision of class {name!r} {fmt(p['candidate'])} against {fmt(p['champion'])} "
-            f"({answered[0]} and {answered[1]} answers)")
+    head = f"precision of class {name!r} {fmt(p['candidate'])} against {fmt(p['champion'])}"
     if outcome == BLOCK:
         message = (f"{head}: lower by at least {fmt(interval.lower)} with {percent(confidence)} confidence, beyond "
-                   f"{PRECISION_SETTING} {allowed:g}: rows answered {name!r} are more often not {name!r}")
+                   f"{PRECISION_SETTING} {allowed:g}")
     elif outcome == INCONCLUSIVE:
         message = f"{head}: lower by between {fmt(interval.lower)} and {fmt(interval.upper)}, neither beyond {allowed:g} nor within it shown"
     else:
