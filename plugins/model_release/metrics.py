@@ -47,7 +47,9 @@ def classification_metrics(target: Any, predicted: Any, scores: Any | None, n_cl
         target: the true class index of each row ([N] ints in ``range(n_classes)``, or -1 for a class
             the model does not have: a miss in every label metric, left out of the score-based ones).
         predicted: the predicted class index of each row ([N]).
-        scores: class scores ([N, n_classes]) or None when the model answers none.
+        scores: class scores ([N, n_classes]) or None when the model answers none; rows holding NaN or
+            an infinity are left out of the score-based metrics and counted in ``rows_with_nonfinite_scores``
+            (the canary's non-finite gate decides them, and no metric raises on them).
         n_classes: how many classes the model has.
     """
     import numpy as np
@@ -61,23 +63,37 @@ def classification_metrics(target: Any, predicted: Any, scores: Any | None, n_cl
         "f1_macro": float(skm.f1_score(target, predicted, labels=present, average="macro", zero_division=0)),
     }
     known = np.asarray(target) >= 0
-    if scores is not None and known.any():
-        p = np.clip(np.asarray(scores, dtype=np.float64)[known], 1e-15, 1.0)
-        p = p / p.sum(axis=1, keepdims=True)
-        t = np.asarray(target)[known]
-        out["log_loss"] = float(skm.log_loss(t, p, labels=labels))
-        if n_classes == 2 and len(set(t.tolist())) == 2:
-            out["roc_auc"] = float(skm.roc_auc_score(t, np.asarray(scores, dtype=np.float64)[known][:, 1]))
+    if scores is not None:
+        s = np.asarray(scores, dtype=np.float64)
+        finite = np.isfinite(s.reshape(len(s), -1)).all(axis=1)
+        if (~finite).any():  # the non-finite gate decides these rows; the score-based metrics cover the others
+            out["rows_with_nonfinite_scores"] = float((~finite).sum())
+        known = known & finite
+        if known.any():
+            p = np.clip(s[known], 1e-15, 1.0)
+            p = p / p.sum(axis=1, keepdims=True)
+            t = np.asarray(target)[known]
+            out["log_loss"] = float(skm.log_loss(t, p, labels=labels))
+            if n_classes == 2 and len(set(t.tolist())) == 2:
+                out["roc_auc"] = float(skm.roc_auc_score(t, s[known][:, 1]))
     return out
 
 
 def regression_metrics(target: Any, predicted: Any) -> dict[str, float]:
-    """The regression metrics of one model (``target`` and ``predicted`` of the same shape)."""
+    """The regression metrics of one model (``target`` and ``predicted`` of the same shape).
+
+    Rows holding NaN or an infinity (in either) are left out and counted in ``rows_with_nonfinite_values``:
+    the canary's non-finite gate decides them, and no metric raises on them.
+    """
     import numpy as np
     from sklearn import metrics as skm
 
     t = np.asarray(target, dtype=np.float64).reshape(len(target), -1)
     p = np.asarray(predicted, dtype=np.float64).reshape(len(predicted), -1)
+    finite = np.isfinite(p).all(axis=1) & np.isfinite(t).all(axis=1)
+    if not finite.all():  # the non-finite gate decides these rows; the metrics cover the others
+        left_out = {"rows_with_nonfinite_values": float((~finite).sum())}
+        return {**(regression_metrics(t[finite], p[finite]) if finite.any() else {}), **left_out}
     return {
         "rmse": float(np.sqrt(skm.mean_squared_error(t, p))),
         "mae": float(skm.mean_absolute_error(t, p)),

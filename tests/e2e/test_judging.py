@@ -118,9 +118,10 @@ def test_a_model_worse_on_ground_truth_is_blocked_naming_both_figures_and_the_li
     with pytest.raises(CanaryRejected) as caught:
         _release(stack, tmp_path, _spec(MODEL, PREFIX))
     message = str(caught.value)
-    assert "accuracy of the served candidate is 0.86 on the golden set's ground truth" in message
-    assert f"(champion release {champion['release_id']} (iris-judged v{champion['version']}): 0.9733)" in message
-    assert "more than max_absolute_drop 0.01" in message and "[canary.quality.accuracy]" in message
+    # decided on the same 150 rows: the discordant pairs show the drop beyond 0.01 (paired, issue 23)
+    assert "accuracy 0.8600 against 0.9733 on the same 150 rows:" in message
+    assert "with 95% confidence, beyond canary.quality.accuracy.max_absolute_drop 0.01 (McNemar" in message
+    assert "[canary.quality.accuracy]" in message
     assert _pointer(stack, PREFIX) == champion["release_id"]
 
     # the registry shows what the served candidate scored, and that the gate refused it

@@ -23,6 +23,7 @@ A gate that could not be checked (no ground truth, no champion) is *skipped* and
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -105,11 +106,25 @@ def nonfinite_gate(rows_by_output: dict[str, int], total_rows: int) -> Gate:
 
 def quality_gates(
     spec: ReleaseSpec, task: str, candidate: dict[str, float], champion: dict[str, float] | None, champion_name: str,
+    *, paired: Collection[str] = (),
 ) -> list[Gate]:
-    """One gate per quality gate in force for ``task`` (defaults merged with ``canary.quality``)."""
+    """One gate per quality gate in force for ``task`` (defaults merged with ``canary.quality``).
+
+    ``paired``: metrics whose change limits (max_absolute_drop, max_relative_drop) are decided on
+    paired rows (:mod:`.paired_gates`, gate ``quality.<metric>``); here they keep only their other
+    limits, if any, as gate ``quality.<metric>.threshold``.
+    """
     gates = []
     for metric, gate in spec.canary.quality_gates(task).items():
         setting = f"canary.quality.{metric}"
+        if metric in paired:
+            if gate.threshold is None and gate.min_absolute_change is None and gate.min_relative_change is None:
+                continue
+            gate = gate.model_copy(update={"max_absolute_drop": None, "max_relative_drop": None})
+            gates.append(_quality_gate(spec, metric, gate, candidate[metric], (champion or {}).get(metric), champion_name,
+                                       setting, name=f"quality.{metric}.threshold") if metric in candidate
+                         else skipped(f"quality.{metric}.threshold", setting, f"{metric} is not computable for this model"))
+            continue
         if metric not in candidate:
             gates.append(skipped(f"quality.{metric}", setting, f"{metric} is not computable for this model "
                                  "(log_loss and roc_auc need class scores; roc_auc a binary classifier)"))
@@ -119,12 +134,12 @@ def quality_gates(
 
 
 def _quality_gate(spec: ReleaseSpec, metric: str, gate: MetricGate, value: float, base: float | None,
-                  champion_name: str, setting: str) -> Gate:
+                  champion_name: str, setting: str, *, name: str | None = None) -> Gate:
     better = METRICS[metric].greater_is_better
     failures, limits = _mlflow_thresholds(metric, gate, value, base, better)
     if gate.change_gated and base is None:
         if gate.threshold is None:
-            return skipped(f"quality.{metric}", setting, f"no champion figure to compare {metric} with ({champion_name})")
+            return skipped(name or f"quality.{metric}", setting, f"no champion figure to compare {metric} with ({champion_name})")
         limits.append("change gates skipped: no champion")
     elif base is not None:
         drop = (base - value) if better else (value - base)  # > 0: the candidate is worse
@@ -140,12 +155,12 @@ def _quality_gate(spec: ReleaseSpec, metric: str, gate: MetricGate, value: float
     limit = "; ".join(limits)
     if failures:
         return Gate(
-            f"quality.{metric}", False, setting, candidate=value, champion=base, limit=limit,
+            name or f"quality.{metric}", False, setting, candidate=value, champion=base, limit=limit,
             message=f"{metric} of the served candidate is {_fmt(value)} on the golden set's ground truth "
                     f"(champion {champion_name}: {_fmt(base) if base is not None else 'none'}): " + "; ".join(failures)
                     + f". Change {setting} in {spec.where} only if that is acceptable",
         )
-    return Gate(f"quality.{metric}", True, setting, candidate=value, champion=base, limit=limit,
+    return Gate(name or f"quality.{metric}", True, setting, candidate=value, champion=base, limit=limit,
                 message=f"{metric} {_fmt(value)} (champion {_fmt(base) if base is not None else 'none'})")
 
 

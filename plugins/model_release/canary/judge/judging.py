@@ -22,6 +22,8 @@ from . import compare as cmp
 from . import gates as gt
 from . import quality as q
 from .contract import breaks, contract_of
+from .paired_gates import paired_quality_gates, report_only_likeness, with_thresholds
+from .paired_quality import PAIRED_METRICS
 
 
 @dataclass
@@ -88,6 +90,7 @@ def judge(spec: ReleaseSpec, assembled: AssembleResult, golden: Golden, replays:
         *_quality(spec, interface, served, golden, champion, champion_outputs, into),
         *_likeness(spec, interface, served, champion, champion_outputs, why_not, into),
     ]
+    gates = report_only_likeness(gates)  # with ground truth the negative flips judge what agreement stood in for
     if replays.load is not None:  # the SLO is judged on the load phase; on the replay's burst only when there is none
         gates += gt.load_gates(spec, replays.load["candidate"], replays.load.get("champion"), champion.name,
                                why_not or "the champion was not served beside the candidate", replays.load.get("paired"))
@@ -151,7 +154,11 @@ def _quality(spec: ReleaseSpec, interface: cmp.Interface, served: dict[str, np.n
     _truth_evidence(interface, served, golden, champion, champion_outputs if theirs is not None else None, native_names, into.evidence)
     into.quality = {"task": task, "target": spec.golden.target, "rows": golden.rows, "candidate": mine, "champion": theirs,
                     "champion_name": champion.name if theirs is not None else None}
-    return gt.quality_gates(spec, task, mine, theirs, champion.name or "none")
+    paired, into.quality["paired"] = paired_quality_gates(
+        spec.canary, task, interface, served, golden.truth, champion.interface if theirs is not None else None,
+        champion_outputs if theirs is not None else None, champion_name=champion.name or "none", native_names=native_names)
+    return with_thresholds(gt.quality_gates(spec, task, mine, theirs, champion.name or "none",
+                                            paired=PAIRED_METRICS if theirs else ()), paired)
 
 
 def _truth_evidence(interface: cmp.Interface, served: dict[str, np.ndarray], golden: Golden, champion: Champion,

@@ -76,7 +76,7 @@ class Classified:
     Attributes:
         served: the text of each class as the model answers it, in class order.
         truth: each row's true class index (:data:`UNKNOWN_CLASS` for a class the model lacks).
-        predicted: each row's answered class index (-2 for a label the model should not answer).
+        predicted: each row's answered class index (-2 for a label the model should not answer, or no finite scores).
         scores: the class scores ([N, classes]) or None.
     """
 
@@ -95,8 +95,9 @@ def classify(interface: Interface, outputs: Mapping[str, np.ndarray], target: np
     scores = outputs.get(interface.roles.get(PROBABILITIES, ""))
     if LABEL in interface.roles:  # a label the model should not answer is a miss, never a match with an unknown class
         predicted = np.array([position.get(t, -2) for t in top1(outputs[interface.roles[LABEL]])], dtype=np.int64)
-    else:  # class scores only: the label is the best score
-        predicted = np.asarray(scores).argmax(axis=1)
+    else:  # class scores only: the label is the best score; a row of non-finite scores answers nothing (a miss)
+        s = np.asarray(scores, dtype=np.float64)
+        predicted = np.where(np.isfinite(s.reshape(len(s), -1)).all(axis=1), np.nan_to_num(s).argmax(axis=1), -2)
     if scores is not None and np.asarray(scores).shape[1:] != (len(served),):
         scores = None  # not one score per class: no log loss or AUC
     return Classified(served, truth, predicted, None if scores is None else np.asarray(scores))
