@@ -12,13 +12,15 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from model_release.local.triton import LocalTriton
+from model_release.triton.local import LocalTriton
 from model_release.repository.assemble import assemble
+from model_release.repository.manifest import finalize_manifest
 from model_release.serve.fleet import Fleet, Server
 from model_release.store.layout import ModelStore, open_store
 from model_release.store.promote import promote
@@ -42,14 +44,21 @@ class Release:
 
 
 def build_release(tmp: Path, store: ModelStore, kind: str, release_id: str, *, channel: str = CHANNEL,
-                  promote_it: bool = True) -> Release:
-    """Assemble a classifier release from a ``kind`` iris model (repo_support kinds) and promote it."""
+                  promote_it: bool = True, tweak: Callable[[Path], None] | None = None) -> Release:
+    """Assemble a classifier release from a ``kind`` iris model (repo_support kinds) and promote it.
+
+    ``tweak(models_dir)`` changes the assembled models before the manifest is re-hashed (a model that
+    refuses to load on some servers, a slow first request).
+    """
     import onnxruntime as ort
 
     onnx_path = tmp / f"{release_id}-onnx" / "model.onnx"
     sklearn_onnx(onnx_path, kind)
     spec = make_spec(NAME, shape="classifier", labels=LABELS, max_batch_size=16)
     result = assemble(spec, intake_result(), export_result(onnx_path), Workspace(release_id, tmp / release_id))
+    if tweak is not None:
+        tweak(Path(result.repository_dir))
+        finalize_manifest(result.manifest_path, Path(result.manifest_path).parent, canary={"passed": True})
     x, _ = iris()
     session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
     expected = dict(zip([o.name for o in session.get_outputs()], session.run(None, {INPUT: x})))["probabilities"]
@@ -64,14 +73,15 @@ def local_store(tmp: Path) -> ModelStore:
 
 
 @contextlib.contextmanager
-def local_fleet(tmp: Path, count: int = 2, channel: str = CHANNEL):
-    """``count`` serving Tritons in explicit mode, each on its own (empty) repository folder."""
+def local_fleet(tmp: Path, count: int = 2, channel: str = CHANNEL, envs: list[dict[str, str]] | None = None):
+    """``count`` serving Tritons in explicit mode, each on its own (empty) repository folder and ``envs[i]``."""
     servers: list[LocalTriton] = []
     try:
         for i in range(count):
             repo = tmp / f"serve-{i + 1}" / "models"
             repo.mkdir(parents=True)
-            triton = LocalTriton(repo, work_dir=tmp / f"serve-{i + 1}" / "server", ready_timeout=120)
+            triton = LocalTriton(repo, work_dir=tmp / f"serve-{i + 1}" / "server", ready_timeout=120,
+                                 env=(envs or [{}] * count)[i])
             triton.start()
             servers.append(triton)
         fleet = Fleet(channel, tuple(Server(f"serve-{i + 1}", t.http_url, str(t.model_repository), t.metrics_url)
@@ -170,3 +180,46 @@ def switches(traffic: Traffic, server: str) -> list[str]:
         if name == server and (not out or out[-1] != release):
             out.append(release)
     return out
+
+
+POSTPROCESS = "iris_postprocess"
+
+
+def refuse_where(variable: str) -> Callable[[Path], None]:
+    """A tweak: the postprocess refuses to load on a server whose environment sets ``variable``."""
+
+    def tweak(models: Path) -> None:
+        path = models / POSTPROCESS / "1" / "model.py"
+        path.write_text(path.read_text().replace(
+            "    def initialize(self, args):\n",
+            "    def initialize(self, args):\n"
+            f"        if os.environ.get({variable!r}):\n"
+            f"            raise RuntimeError('postprocess refuses to load here: {variable} is set')\n", 1))
+
+    return tweak
+
+
+def slow_first_request(seconds: float, *, warmup: bool) -> Callable[[Path], None]:
+    """A tweak: the postprocess's first execute sleeps ``seconds``; with ``warmup``, its config has model_warmup."""
+
+    def tweak(models: Path) -> None:
+        from model_release.repository.config import read_config, write_config
+
+        path = models / POSTPROCESS / "1" / "model.py"
+        text = path.read_text().replace("    def execute(self, requests):\n", (
+            "    def execute(self, requests):\n"
+            "        if not getattr(self, '_warm', False):\n"
+            "            import time\n"
+            f"            time.sleep({seconds})\n"
+            "            self._warm = True\n"), 1)
+        path.write_text(text)
+        if warmup:
+            config = read_config(models / POSTPROCESS / "config.pbtxt")
+            sample = config.model_warmup.add(name="zeros", batch_size=1)
+            tensor = sample.inputs["probabilities"]
+            tensor.data_type = config.input[0].data_type
+            tensor.dims.extend(config.input[0].dims)
+            tensor.zero_data = True
+            write_config(models / POSTPROCESS / "config.pbtxt", config)
+
+    return tweak

@@ -14,7 +14,7 @@ A version folder is written beside its final name and renamed into place, so the
 sees half a folder; a folder already in place with the same digest is not copied again.
 Release files come from :func:`prepare_release`: fetched from the store verified against the
 manifest's sha256 (:func:`model_release.store.fetch.fetch_release`) and, on the CPU fleet, with
-ONNX leaves served through the canary's onnxruntime shim (:mod:`model_release.canary.shim`).
+ONNX leaves served through the canary's onnxruntime shim (:mod:`model_release.triton.shim`).
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def prepare_release(store: ModelStore, release_id: str, versions: dict[str, int]
         StoreError, ChecksumMismatch: the release is missing, incomplete or damaged in the store.
         GpuUnavailable: ``shim`` and a model the CPU fleet cannot serve (a TensorRT plan).
     """
-    from ..canary.shim import prepare_canary_repository
+    from ..triton.shim import prepare_canary_repository
 
     done = cache_dir / release_id / ("shimmed" if shim else "plain")
     if not (done / _COMPLETE).is_file():
