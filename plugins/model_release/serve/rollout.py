@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import StoreError
+from ..errors import StoreError, UserError
 from ..repository.config import CONFIG_FILE, read_config
 from ..store.layout import ModelStore
 from .errors import RolloutStopped
@@ -100,6 +100,7 @@ def roll_out(store: ModelStore, fleet: Fleet, options: RolloutOptions, *, releas
         RolloutStopped: a server was down, refused a load or a warm-up; the record says which servers
             switched. RolloutLocked: another roll-out of this channel is running.
         StoreError: no pointer, or the release is missing or damaged.
+        UserError: the release's entry model is not an ensemble.
     """
     say = progress or (lambda line: None)
     lock = acquire(store, fleet.channel, ttl_s=options.lock_ttl_s, wait_s=options.lock_wait_s)
@@ -110,6 +111,12 @@ def roll_out(store: ModelStore, fleet: Fleet, options: RolloutOptions, *, releas
             raise StoreError(f"release {desired!r} has no release.json in {store.uri}; the pointer names a damaged release")
         versions = assign_versions(store, fleet.channel, desired, got[0])
         release = prepare_release(store, desired, versions, options.cache_dir, shim=options.shim)
+        if not release.is_ensemble(release.entry):
+            raise UserError(
+                f"release {desired!r}: its entry model {release.entry!r} is not an ensemble; the roll-out switches a "
+                "server between releases by re-pinning the entry ensemble's steps, so it rolls out the classifier shape "
+                "(and any release whose entry is an ensemble). Serve this shape behind an ensemble, or roll it out by hand"
+            )
         vmap = read_versions(store, fleet.channel)
         record = RolloutRecord(fleet.channel, desired, versions, run=options.run,
                                serving=CPU_SHIM_NOTE if release.shimmed else "native backends")
