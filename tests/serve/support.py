@@ -54,6 +54,7 @@ def build_release(tmp: Path, store: ModelStore, kind: str, release_id: str, *, c
 
     onnx_path = tmp / f"{release_id}-onnx" / "model.onnx"
     sklearn_onnx(onnx_path, kind)
+    np.savez(onnx_path.parent / "golden.npz", **{INPUT: iris()[0]})  # assemble's warm-up samples come from it
     spec = make_spec(NAME, shape="classifier", labels=LABELS, max_batch_size=16)
     result = assemble(spec, intake_result(), export_result(onnx_path), Workspace(release_id, tmp / release_id))
     if tweak is not None:

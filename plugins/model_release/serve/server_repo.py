@@ -8,6 +8,7 @@ Layout (one folder per server, fixed at the server's start-up)::
                                          initialize (config.pbtxt is shared by all versions, a
                                          version folder is not)
     <repo>/<model>/<v>/.model-release.json   which release and content digest this folder holds
+    <repo>/<model>/warmup/<input>-<sha12>    warm-up samples' data (named by digest: add only)
     <repo>/<entry>/1/                    the entry ensemble: one version; its steps pin versions
 
 A version folder is written beside its final name and renamed into place, so the server never
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..repository.config import CONFIG_FILE, read_config, write_config
+from ..repository.warmup_samples import WARMUP_FOLDER
 from ..store.fetch import fetch_release
 from ..store.layout import ModelStore
 from .versions import ENSEMBLE_VERSION
@@ -123,6 +125,7 @@ def stage_version(release: ReleaseFiles, model: str, repo: Path, digest: str) ->
     version = release.versions[model]
     if folder_holds(repo, model, version, digest):
         return False
+    _stage_warmup(release, model, repo)
     final = repo / model / str(version)
     work = repo / model / f".{version}.partial-{os.getpid()}"
     shutil.rmtree(work, ignore_errors=True)
@@ -135,6 +138,20 @@ def stage_version(release: ReleaseFiles, model: str, repo: Path, digest: str) ->
         shutil.rmtree(final)
     os.replace(work, final)
     return True
+
+
+def _stage_warmup(release: ReleaseFiles, model: str, repo: Path) -> None:
+    """Copy the model's warm-up data files (``<model>/warmup/``, beside the versions; named by digest, so add only)."""
+    source = release.models_dir / model / WARMUP_FOLDER
+    if not source.is_dir():
+        return
+    target = repo / model / WARMUP_FOLDER
+    target.mkdir(parents=True, exist_ok=True)
+    for path in sorted(source.iterdir()):
+        if path.is_file() and not (target / path.name).is_file():
+            tmp = target / f".{path.name}.partial-{os.getpid()}"
+            shutil.copyfile(path, tmp)
+            os.replace(tmp, target / path.name)
 
 
 def clean_partials(repo: Path) -> None:
