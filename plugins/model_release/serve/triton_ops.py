@@ -4,8 +4,13 @@
 load with a config, loaded config) plus what a roll-out reads: the repository index with each
 version's state, readiness per version, the versions the loaded entry ensemble pins, and one
 direct request to a version (warm-up). Every error becomes :class:`~.errors.RolloutStopped`
-naming the server and quoting Triton's message. Every load passes the config explicitly: a load
-without one after an override keeps the override (measured on 2.51), so the file never decides.
+naming the server and quoting Triton's message. Measured on 2.51, and why every load here passes
+its config AND the roll-out writes the same config.pbtxt first:
+
+- a load without a config after an override keeps the override (the file is not re-read);
+- loading an ensemble reloads its composing models from their files on disk when those changed,
+  so a member loaded by override alone (file still ``specific [1]``) is reloaded back to version 1
+  by the next ensemble load, and the ensemble then fails: "required version 2 is not loaded".
 """
 
 from __future__ import annotations
