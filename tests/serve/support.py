@@ -44,7 +44,8 @@ class Release:
 
 
 def build_release(tmp: Path, store: ModelStore, kind: str, release_id: str, *, channel: str = CHANNEL,
-                  promote_it: bool = True, tweak: Callable[[Path], None] | None = None) -> Release:
+                  promote_it: bool = True, tweak: Callable[[Path], None] | None = None,
+                  cascade_large: str | None = None, threshold: float = 0.9) -> Release:
     """Assemble a classifier release from a ``kind`` iris model (repo_support kinds) and promote it.
 
     ``tweak(models_dir)`` changes the assembled models before the manifest is re-hashed (a model that
@@ -55,7 +56,10 @@ def build_release(tmp: Path, store: ModelStore, kind: str, release_id: str, *, c
     onnx_path = tmp / f"{release_id}-onnx" / "model.onnx"
     sklearn_onnx(onnx_path, kind)
     np.savez(onnx_path.parent / "golden.npz", **{INPUT: iris()[0]})  # assemble's warm-up samples come from it
-    spec = make_spec(NAME, shape="classifier", labels=LABELS, max_batch_size=16)
+    if cascade_large is None:
+        spec = make_spec(NAME, shape="classifier", labels=LABELS, max_batch_size=16)
+    else:  # a BLS router over the release (small) and a fixed large model
+        spec = make_spec(NAME, shape="cascade", max_batch_size=16, cascade={"large": cascade_large, "threshold": threshold})
     result = assemble(spec, intake_result(), export_result(onnx_path), Workspace(release_id, tmp / release_id))
     if tweak is not None:
         tweak(Path(result.repository_dir))
@@ -63,6 +67,11 @@ def build_release(tmp: Path, store: ModelStore, kind: str, release_id: str, *, c
     x, _ = iris()
     session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
     expected = dict(zip([o.name for o in session.get_outputs()], session.run(None, {INPUT: x})))["probabilities"]
+    if cascade_large is not None:
+        large = ort.InferenceSession(cascade_large, providers=["CPUExecutionProvider"])
+        big = dict(zip([o.name for o in large.get_outputs()], large.run(None, {INPUT: x})))["probabilities"]
+        unsure = expected.max(axis=1) < threshold
+        expected = np.where(unsure[:, None], big, expected)
     release = Release(release_id, np.asarray(expected, dtype=np.float32), Path(result.manifest_path).parent)
     if promote_it:
         release.promote(store, channel)

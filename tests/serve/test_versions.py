@@ -87,3 +87,21 @@ def test_a_fleet_needs_name_url_and_repository_and_no_credentials():
         parse_fleet({"channels": {"p": [{"name": "a", "url": "u", "repository": "/r", "password": "x"}]}}, "p")
     with pytest.raises(SpecError, match="has no server for channel 'staging'"):
         parse_fleet({"channels": {"p": [{"name": "a", "url": "u", "repository": "/r"}]}}, "staging")
+
+
+def bls_manifest(small: str) -> dict:
+    """A cascade: the BLS router (entry) calls small and large; only small's file changes between releases."""
+    return {
+        "repository": {"entry_model": "c", "load_order": ["c_small", "c_large", "c"],
+                       "models": {"c_small": 1, "c_large": 1, "c": 1}, "calls": {"c": ["c_small", "c_large"]}},
+        "files": {"models/c_small/1/model.onnx": {"sha256": small, "size": 1},
+                  "models/c_large/1/model.onnx": {"sha256": "L", "size": 1},
+                  "models/c/1/model.py": {"sha256": "router", "size": 1}},
+    }
+
+
+def test_a_bls_model_gets_a_new_number_when_a_model_it_calls_does(store):
+    assert assign_versions(store, "production", "r1", bls_manifest("a")) == {"c_small": 1, "c_large": 1, "c": 1}
+    # the router's own files are unchanged, but its pins are not: it must not keep version 1
+    assert assign_versions(store, "production", "r2", bls_manifest("b")) == {"c_small": 2, "c_large": 1, "c": 2}
+    assert assign_versions(store, "production", "r3", bls_manifest("a")) == {"c_small": 1, "c_large": 1, "c": 1}

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import StoreError, UserError
+from ..errors import StoreError
 from ..repository.config import CONFIG_FILE, read_config
 from ..store.layout import ModelStore
 from .errors import RolloutStopped
@@ -66,6 +66,9 @@ class RolloutOptions:
         warmup: called as ``warmup(ops, release, model, version, config) -> seconds of the first request``
             for each newly loaded leaf before the switch; it raises to refuse the switch. None: no warm-up.
         run: the run that rolls out (an Airflow run id), for the record.
+        after_wave: called as ``after_wave(wave_no, servers, record)`` once a wave's servers all
+            switched, before the next wave (the watch of issue 20: bake, judge, and raise to stop the
+            roll-out; what it finds goes into ``record.watch``). None: the next wave follows at once.
     """
 
     cache_dir: Path
@@ -74,6 +77,7 @@ class RolloutOptions:
     lock_wait_s: float = 0
     warmup: Callable[..., float] | None = None
     run: str | None = None
+    after_wave: Callable[[int, list[ServerRecord], RolloutRecord], None] | None = None
 
 
 def desired_release(store: ModelStore, channel: str) -> str:
@@ -100,7 +104,6 @@ def roll_out(store: ModelStore, fleet: Fleet, options: RolloutOptions, *, releas
         RolloutStopped: a server was down, refused a load or a warm-up; the record says which servers
             switched. RolloutLocked: another roll-out of this channel is running.
         StoreError: no pointer, or the release is missing or damaged.
-        UserError: the release's entry model is not an ensemble.
     """
     say = progress or (lambda line: None)
     lock = acquire(store, fleet.channel, ttl_s=options.lock_ttl_s, wait_s=options.lock_wait_s)
@@ -111,12 +114,6 @@ def roll_out(store: ModelStore, fleet: Fleet, options: RolloutOptions, *, releas
             raise StoreError(f"release {desired!r} has no release.json in {store.uri}; the pointer names a damaged release")
         versions = assign_versions(store, fleet.channel, desired, got[0])
         release = prepare_release(store, desired, versions, options.cache_dir, shim=options.shim)
-        if not release.is_ensemble(release.entry):
-            raise UserError(
-                f"release {desired!r}: its entry model {release.entry!r} is not an ensemble; the roll-out switches a "
-                "server between releases by re-pinning the entry ensemble's steps, so it rolls out the classifier shape "
-                "(and any release whose entry is an ensemble). Serve this shape behind an ensemble, or roll it out by hand"
-            )
         vmap = read_versions(store, fleet.channel)
         record = RolloutRecord(fleet.channel, desired, versions, run=options.run,
                                serving=CPU_SHIM_NOTE if release.shimmed else "native backends")
@@ -130,6 +127,9 @@ def roll_out(store: ModelStore, fleet: Fleet, options: RolloutOptions, *, releas
                     raise _stopped(store, record, fleet, exc) from None
                 say(f"wave {wave_no}: {server.name} {srec.outcome} ({srec.before} -> {srec.after}) in {srec.seconds:.2f} s")
                 lock.refresh()
+                save_record(store, record)
+            if options.after_wave is not None and wave:
+                options.after_wave(wave_no, record.servers[-len(wave):], record)
                 save_record(store, record)
         record.outcome, record.finished_at = "done", _now()
         save_record(store, record)
@@ -178,11 +178,10 @@ def reconcile_server(server: Server, release: ReleaseFiles, vmap: VersionMap, sr
     ops = ServingTriton(server)
     try:
         states = ops.states()
-        pins = ops.loaded_pins(release.entry)
-        srec.before = identify(vmap, pins, release.release_id)
-        target = {step.model_name: step.model_version for step in entry_config(release).ensemble_scheduling.step}
-        members = release.members()
-        if pins == target and all(states.get(m, {}).get(release.versions[m]) == "READY" for m in members):
+        srec.before, served = served_release(ops, vmap, release, states)
+        wanted = wanted_state(release)
+        members = [m for m in release.members() if m != release.entry]
+        if served == wanted and all(states.get(m, {}).get(release.versions[m]) == "READY" for m in members):
             srec.outcome, srec.after = "unchanged", release.release_id
             return
         clean_partials(repo)
@@ -191,10 +190,32 @@ def reconcile_server(server: Server, release: ReleaseFiles, vmap: VersionMap, sr
         if options.warmup is not None:
             for model in fresh:
                 _warm(ops, release, model, srec, options.warmup)
-        _switch(ops, repo, release, target, srec)
+        if release.is_ensemble(release.entry):
+            _switch(ops, repo, release, wanted, srec)
+        else:
+            _switch_versioned(ops, repo, release, vmap, srec)
     finally:
         ops.close()
         srec.seconds = round(time.perf_counter() - t0, 3)
+
+
+def wanted_state(release: ReleaseFiles) -> dict[str, int]:
+    """What the entry serves when it serves ``release``: its ensemble's step pins, or its own version."""
+    if release.is_ensemble(release.entry):
+        return {step.model_name: step.model_version for step in entry_config(release).ensemble_scheduling.step}
+    return {release.entry: release.versions[release.entry]}
+
+
+def served_release(ops: ServingTriton, vmap: VersionMap, release: ReleaseFiles,
+                   states: dict[str, dict[int, str]]) -> tuple[str | None, dict[str, int] | None]:
+    """(the release the server's entry serves, what it serves): the ensemble's pins, or the entry's
+    highest READY version (what an unversioned request reaches)."""
+    if release.is_ensemble(release.entry):
+        served = ops.loaded_pins(release.entry)
+    else:
+        ready = [v for v, state in states.get(release.entry, {}).items() if state == "READY"]
+        served = {release.entry: max(ready)} if ready else None
+    return identify(vmap, served, release.release_id), served
 
 
 def _load_member(ops: ServingTriton, repo: Path, release: ReleaseFiles, vmap: VersionMap, model: str,
@@ -236,6 +257,37 @@ def _warm(ops: ServingTriton, release: ReleaseFiles, model: str, srec: ServerRec
     t = time.perf_counter()
     first = warmup(ops, release, model, version, release.config(model))
     srec.steps.append(Step("warmup", model, version, round(time.perf_counter() - t, 3), f"first request {first * 1000:.1f} ms"))
+
+
+def _switch_versioned(ops: ServingTriton, repo: Path, release: ReleaseFiles, vmap: VersionMap, srec: ServerRecord) -> None:
+    """Switch an entry that is not an ensemble (a BLS router, a leaf): unversioned requests reach its
+    highest READY version, so it serves exactly the new version and only lower ones beside it (a
+    rollback to a lower number unloads the higher one; the old versions it calls stay loaded)."""
+    entry, version = release.entry, release.versions[release.entry]
+    states = ops.wait_settled(entry)
+    ready = sorted(v for v, state in states.items() if state == "READY")
+    t = time.perf_counter()
+    copied = stage_version(release, entry, repo, vmap.digest(entry, version))
+    if copied:
+        srec.steps.append(Step("copy", entry, version, round(time.perf_counter() - t, 3)))
+    keep = {version} | {v for v in ready if v < version}
+    config_path = repo / entry / CONFIG_FILE
+    previous = read_config(config_path) if config_path.is_file() else None
+    config = member_config(release, entry, keep)
+    write_model_config(repo, entry, config)
+    what = f"the entry {entry} version {version} of release {release.release_id}"
+    try:
+        seconds = ops.load(entry, config, what=what)
+    except RolloutStopped:
+        if version not in ready:
+            drop_version(repo, entry, version, previous)
+        raise
+    now = sorted(v for v, state in ops.states().get(entry, {}).items() if state == "READY")
+    if not now or now[-1] != version:
+        raise RolloutStopped(f"server {ops.server.name} ({ops.server.url}): after loading {what} its READY versions are "
+                             f"{now}, so unversioned requests do not reach {version}; rerun the roll-out")
+    srec.steps.append(Step("switch", entry, version, round(seconds, 3), f"serving versions {sorted(keep)}"))
+    srec.outcome, srec.after = "switched", release.release_id
 
 
 def _switch(ops: ServingTriton, repo: Path, release: ReleaseFiles, target: dict[str, int], srec: ServerRecord) -> None:

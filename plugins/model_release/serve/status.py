@@ -41,8 +41,11 @@ def fleet_status(store: ModelStore, fleet: Fleet, entry: str) -> dict[str, Any]:
             rows.append(row)
             continue
         try:
-            pins = ops.loaded_pins(entry)
             states = ops.states()
+            pins = ops.loaded_pins(entry) or None
+            if not pins:  # an entry that is not an ensemble serves its highest READY version
+                ready = [v for v, s in states.get(entry, {}).items() if s == "READY"]
+                pins = {entry: max(ready)} if ready else None
             row["pins"] = pins
             row["release"] = identify(vmap, pins, desired or "")
             row["ready"] = bool(pins) and all(states.get(m, {}).get(v) == "READY" for m, v in (pins or {}).items())

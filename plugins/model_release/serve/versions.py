@@ -12,7 +12,8 @@ nor loaded again. The numbers live in one small document per channel,
 
 It is written only by a conditional write (``If-Match`` the etag read, ``If-None-Match`` for the
 first), so two roll-outs numbering at once cannot both win; the loser re-reads and numbers again.
-Ensembles are not numbered: an ensemble has one configuration loaded at a time (config.pbtxt is
+A BLS model's digest includes the numbers of the models it calls (they are in its ``pins.json``), so
+it gets a new number whenever one of them does. Ensembles are not numbered: an ensemble has one configuration loaded at a time (config.pbtxt is
 per model, shared by its versions), so the entry ensemble is served at version 1 with its steps
 pinned to the numbers here (see :mod:`.server_repo`).
 """
@@ -146,19 +147,25 @@ def assign_versions(store: ModelStore, channel: str, release_id: str, manifest: 
         StoreError: the map is damaged or a model has no files in the manifest.
     """
     models = served_models(manifest)
-    digests = {m: model_digest(manifest, m) for m in models}
+    calls = manifest.get("repository", {}).get("calls", {})
+    models = [m for m in models if not calls.get(m)] + [m for m in models if calls.get(m)]  # callees first
     for _ in range(_RETRIES):
         current = read_versions(store, channel)
         if all(current.version(m, release_id) is not None for m in models):
             return {m: int(current.version(m, release_id)) for m in models}  # type: ignore[arg-type]
+        numbers: dict[str, int] = {}
         for model in models:
+            digest = model_digest(manifest, model)
+            if calls.get(model):  # a BLS model's pins are part of what it is: new callee numbers, a new number
+                pins = {c: numbers[c] for c in calls[model] if c in numbers}
+                digest = hashlib.sha256(f"{digest}\0{json.dumps(pins, sort_keys=True)}".encode()).hexdigest()
             entry = current.models.setdefault(model, {"releases": {}, "digests": {}})
-            if release_id in entry["releases"]:
-                continue
-            same = [int(v) for v, d in entry["digests"].items() if d == digests[model]]
-            number = same[0] if same else max([0, *(int(v) for v in entry["digests"])]) + 1
-            entry["releases"][release_id] = number
-            entry["digests"][str(number)] = digests[model]
+            if release_id not in entry["releases"]:
+                same = [int(v) for v, d in entry["digests"].items() if d == digest]
+                number = same[0] if same else max([0, *(int(v) for v in entry["digests"])]) + 1
+                entry["releases"][release_id] = number
+                entry["digests"][str(number)] = digest
+            numbers[model] = int(entry["releases"][release_id])
         try:
             data = dumps(current.to_doc())
             if current.etag is None:
