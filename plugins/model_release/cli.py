@@ -8,6 +8,8 @@
     model-release demo                                                     three releases on the embedded stack
     model-release up [--detach] | down | status [--wait]                   the local stack as services
     model-release webhook-receiver --port N [--specs DIR]                  MLflow registry webhooks -> Airflow
+    model-release rollout --channel C [--store URI] [--fleet FILE]         roll the channel out to its serving Tritons
+    model-release fleet status --channel C [--store URI] [--fleet FILE]    what each serving Triton serves, and drift
 
 Exit codes: 0 success, 1 failure, 2 bad input (spec, model), 3 blocked by a gate, 4 infrastructure.
 An error is one line on stderr (credentials redacted, control characters escaped); ``--debug``
@@ -271,8 +273,20 @@ def _webhook_receiver(argv: list[str]) -> int:
                         api=lambda: AirflowApi(env["AIRFLOW_URL"], env["AIRFLOW_USERNAME"], env["AIRFLOW_PASSWORD"]))
 
 
+def _rollout(argv: list[str]) -> int:
+    from .serve.cli import rollout_main
+
+    return rollout_main(argv)
+
+
+def _fleet(argv: list[str]) -> int:
+    from .serve.cli import fleet_main
+
+    return fleet_main(argv)
+
+
 COMMANDS = {"release": _release, "lint": _lint, "report": _report, "store": _store, "rollback": _rollback, "demo": _demo,
-            "up": _up, "down": _down, "status": _status,
+            "up": _up, "down": _down, "status": _status, "rollout": _rollout, "fleet": _fleet,
             "webhook-receiver": _webhook_receiver}
 
 

@@ -22,6 +22,8 @@ STAGES = (INTAKE, EXPORT, TENSORRT, ASSEMBLE, CANARY, PROMOTE)
 #: the release DAG's tasks before and after the stages
 START = "start"
 FINISH = "finish"
+#: after promote: the channel's serving fleet made to match the pointer (:mod:`model_release.serve`)
+ROLLOUT = "rollout"
 
 #: the assemble stage's workspace folder: the Triton repository
 REPOSITORY = "repository"

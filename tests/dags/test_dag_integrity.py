@@ -53,7 +53,7 @@ def test_dag_file_imports_without_heavy_frameworks(path: Path) -> None:
     assert info["heavy"] == [], f"parsing {path.name} imported {info['heavy']}; import them inside the task instead"
 
 
-RELEASE_TASKS = sorted(["start", "intake", "export", "tensorrt", "assemble", "canary", "promote", "finish"])
+RELEASE_TASKS = sorted(["start", "intake", "export", "tensorrt", "assemble", "canary", "promote", "rollout", "finish"])
 
 
 def test_release_dag_shape() -> None:

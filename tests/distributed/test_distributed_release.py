@@ -35,7 +35,7 @@ from ..dag_spec import write_dag_spec
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
-RELEASE_TASKS = ("start", "intake", "export", "tensorrt", "assemble", "canary", "promote", "finish")
+RELEASE_TASKS = ("start", "intake", "export", "tensorrt", "assemble", "canary", "promote", "rollout", "finish")
 STAGES = ("intake", "export", "tensorrt", "repository", "canary", "promote")
 
 #: what the release check found, for the checks after it

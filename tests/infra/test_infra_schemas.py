@@ -73,7 +73,7 @@ def _k8s_validate(doc: dict) -> None:
     kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
 
 
-@pytest.mark.parametrize("name", ["gpu-worker.yaml", "mlflow.yaml", "triton-canary.yaml"])
+@pytest.mark.parametrize("name", ["gpu-worker.yaml", "mlflow.yaml", "triton-canary.yaml", "triton-serving.yaml"])
 def test_kubernetes_manifests_are_valid_against_the_openapi_schemas(name: str) -> None:
     docs = _documents(INFRA / "k8s" / name)
     assert docs

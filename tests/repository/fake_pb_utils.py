@@ -76,8 +76,9 @@ class Request:
 
 
 class InferenceRequest:
-    def __init__(self, model_name: str, requested_output_names: list[str], inputs: list[Tensor]) -> None:
+    def __init__(self, model_name: str, requested_output_names: list[str], inputs: list[Tensor], model_version: int = -1) -> None:
         self.model_name, self.outputs, self.inputs = model_name, requested_output_names, inputs
+        self.model_version = model_version  # the real one's default: the highest READY version
 
     def exec(self) -> InferenceResponse:
         feeds = {t.name(): t.data for t in self.inputs}

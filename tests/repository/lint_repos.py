@@ -72,6 +72,7 @@ output [
 ]
 dynamic_batching { max_queue_delay_microseconds: 100 }
 instance_group [ { count: 1, kind: KIND_AUTO } ]
+model_warmup [ { name: "zeros", batch_size: 1, inputs { key: "float_input" value: { data_type: TYPE_FP32, dims: [ 4 ], zero_data: true } } } ]
 """,
     "postprocess": """
 name: "postprocess"

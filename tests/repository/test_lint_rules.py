@@ -124,6 +124,7 @@ CASES: dict[str, tuple[str, Callable[[Path], object]]] = {
     "tensor-format-dims": ("add_sub", lambda r: edit(r, "add_sub", lambda c: setattr(c.input[0], "format", 2))),
     "label-file-missing": ("add_sub", lambda r: edit(r, "add_sub", lambda c: setattr(c.output[0], "label_filename", "labels.txt"))),
     "batch-io-invalid": ("add_sub", lambda r: edit(r, "add_sub", lambda c: c.batch_input.add(kind=0, target_name=["X"], data_type=8, source_input=["NOPE"]))),
+    "leaf-no-warmup": ("classifier_onnx", lambda r: edit(r, "classifier_onnx", lambda c: c.ClearField("model_warmup"))),
     "instance-count-invalid": ("classifier_onnx", lambda r: edit(r, "classifier_onnx", lambda c: setattr(c.instance_group[0], "count", -2))),
     "tensor-duplicate": ("add_sub", lambda r: edit(r, "add_sub", lambda c: c.input.add(name="INPUT0", data_type=11, dims=[4]))),
     "datatype-invalid": ("add_sub", lambda r: edit(r, "add_sub", lambda c: setattr(c.input[1], "data_type", 0))),

@@ -15,7 +15,7 @@ from tests.conftest import PROJECT
 
 PACKAGE = PROJECT / "plugins" / "model_release"
 #: the modules that build store keys: the store, the workspace mirror and the stack that names its root
-WRITERS = sorted((PACKAGE / "store").glob("*.py")) + [PACKAGE / "workspace_mirror.py", PACKAGE / "local" / "distributed.py"]
+WRITERS = sorted((PACKAGE / "store").glob("*.py")) + sorted((PACKAGE / "serve").glob("*.py")) + [PACKAGE / "workspace_mirror.py", PACKAGE / "local" / "distributed.py"]
 _PREFIX = re.compile(r"(?:^|[/}])(?:" + "|".join(re.escape(p) for p in keys.PREFIXES) + ")")
 
 
@@ -40,6 +40,9 @@ def test_the_keys_are_the_ones_stores_already_hold() -> None:
     assert keys.rejected_prefix("iris-2") + keys.REJECTED_RECORD == "rejected/iris-2/rejected.json"
     assert keys.workspace_stage_prefix("iris-1", "export") + keys.WORKSPACE_INDEX == "iris-1/export/.published.json"
     assert keys.channel_of("channels/production.json") == "production" and keys.channel_of("channels/production.html") is None
+    assert keys.serving_versions_key("production") == "serving/production/versions.json"
+    assert keys.rollout_lock_key("production") == "serving/production/lock.json"
+    assert keys.rollouts_prefix("production") == "rollouts/production/"
 
 
 def test_a_bad_channel_never_becomes_a_key() -> None:

@@ -1,7 +1,7 @@
 """The release DAG's shape, built once for the manual DAG and for every scheduled one (``dags/``).
 
-``start -> intake -> export -> tensorrt (queue gpu) -> assemble -> canary (pool triton_canary) -> promote``,
-then ``finish`` whatever happened (``trigger_rule="all_done"``), which settles the run's claim in the
+``start -> intake -> export -> tensorrt (queue gpu) -> assemble -> canary (pool triton_canary) -> promote
+-> rollout`` (one at a time by its lock in the store; skipped without a fleet), and ``finish`` whatever happened (``trigger_rule="all_done"``), which settles the run's claim in the
 channel's ledger. Task bodies are one line into :mod:`model_release.airflow.tasks`; nothing heavy is
 imported at parse time.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 from airflow.sdk import DAG, Asset, get_current_context, task
 
-from ..stages import ASSEMBLE, CANARY, EXPORT, FINISH, INTAKE, PROMOTE, START, TENSORRT
+from ..stages import ASSEMBLE, CANARY, EXPORT, FINISH, INTAKE, PROMOTE, ROLLOUT, START, TENSORRT
 
 #: the XCom key start leaves when it skips the run (nothing new to release), with the reason
 NOTHING_NEW = "nothing_new"
@@ -142,6 +142,12 @@ def build_release_dag(dag: DAG, *, channel: str, scheduled: bool, retry_delay: t
             }
         return ref
 
+    @task(task_id=ROLLOUT, **retries)  # one at a time: the roll-out's lock in the store
+    def rollout_task(ref: dict) -> dict:
+        from model_release.airflow import tasks
+
+        return tasks.rollout(ref, get_current_context()["run_id"])
+
     @task(task_id=FINISH, trigger_rule="all_done", **retries)
     def finish() -> dict:
         from model_release.airflow import tasks
@@ -152,5 +158,6 @@ def build_release_dag(dag: DAG, *, channel: str, scheduled: bool, retry_delay: t
 
     ref = start()
     done = promote(canary(assemble(tensorrt(export(intake(ref))))))
+    rollout_task(done)
     settled = finish()
     [ref, done] >> settled

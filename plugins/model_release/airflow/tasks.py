@@ -235,6 +235,31 @@ def promote(data: dict[str, Any]) -> dict[str, Any]:
     return ref.after(PROMOTE, result.to_dict()).to_dict()
 
 
+@no_retry_on_user_error
+def rollout(data: dict[str, Any], run_id: str | None = None) -> dict[str, Any]:
+    """Roll the promoted release out to the channel's serving fleet; skipped without a promotion or a fleet."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from ..serve.stage import rollout_release
+    from .hooks import serving_fleet
+
+    ref = ReleaseRef.from_dict(data)
+    promoted = (ref.stages or {}).get("promote") or {}
+    spec = ref.spec()
+    if not promoted.get("release_id"):
+        raise AirflowSkipException("nothing was promoted in this run: nothing to roll out")
+    if not spec.serve.rollout:
+        raise AirflowSkipException("serve.rollout is false in the spec: the release is not rolled out by this DAG")
+    fleet = serving_fleet(promoted["channel"])
+    if fleet is None:
+        raise AirflowSkipException(f"no serving fleet is declared for channel {promoted['channel']!r} (Variable "
+                                   f"model_release_fleet_{promoted['channel']} or $MODEL_RELEASE_FLEET): nothing to roll out")
+    record = rollout_release(_store_for(spec, ref.connections), fleet, spec.serve, release_id=promoted["release_id"],
+                             cache_dir=Path(_local_root()) / "serve-cache", run=run_id)
+    return {"release_id": record.release_id, "outcome": record.outcome, "seq": record.seq,
+            "servers": {s.server: s.outcome for s in record.servers}}
+
+
 def _run_record(ref: ReleaseRef) -> dict[str, Any]:
     """The run that made the release, for its manifest: the start task's facts, and this task's own
     bundle version and code digest when they differ (a run can pick up changed code mid-run)."""

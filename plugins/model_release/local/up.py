@@ -1,6 +1,7 @@
 """``model-release up`` and ``model-release down``: the embedded stack as services a person can work with.
 
-``up`` starts the S3 endpoint, MLflow's server and Airflow (api-server, scheduler, dag-processor)
+``up`` starts the S3 endpoint, MLflow's server, Airflow (api-server, scheduler, dag-processor) and a
+serving fleet of two local Tritons (explicit mode, metrics on; the fleet file ``serving/fleet.json``)
 on 127.0.0.1, waits until each answers and the ``model_release`` DAG is parsed, writes the env file,
 prints the URLs, and keeps them running until Ctrl-C, SIGTERM or ``model-release down``. With
 ``--detach`` it runs itself in the background and returns once the stack is ready. Its state is in
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -29,9 +31,26 @@ from typing import Any
 from ..errors import ModelReleaseError, ServiceUnavailable
 from . import procs, webhook
 from .stack_folder import BUCKET, Layout, StackConfig, default_root, load_config, stack_env, write_env_file
+from ..serve.fleet import FLEET_ENV
 from .services import Service, airflow_ready, http_ready, init_airflow, services, wait_until
 
 STOP_TIMEOUT = 30.0
+#: the local serving fleet: how many Tritons ``up`` starts beside the stack
+FLEET_SIZE = 2
+
+
+def fleet_file(layout: Layout) -> Path:
+    """The fleet file of the stack's serving Tritons (``$MODEL_RELEASE_FLEET`` in its env file)."""
+    return layout.root / "serving" / "fleet.json"
+
+
+def append_fleet_env(layout: Layout) -> None:
+    """Add ``MODEL_RELEASE_FLEET`` to the env file (once), so `model-release rollout` finds the fleet."""
+    line = f"export {FLEET_ENV}={shlex.quote(str(fleet_file(layout)))}"
+    text = layout.env_file.read_text() if layout.env_file.is_file() else ""
+    if line not in text.splitlines():
+        with open(layout.env_file, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
 
 
 class Supervisor:
@@ -44,6 +63,7 @@ class Supervisor:
         self.running: dict[str, tuple[Service, subprocess.Popen[bytes]]] = {}
         self.env = {**os.environ, **stack_env(layout, config)}
         self.env.pop("AWS_PROFILE", None)
+        self.env[FLEET_ENV] = str(fleet_file(layout))  # the release DAG's rollout task reads it
         self.started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.clock = time.monotonic()
 
@@ -54,6 +74,7 @@ class Supervisor:
         s3, mlflow, api, scheduler, processor = services(self.layout, self.config)
         wiring = webhook.wiring(self.layout)
         mlflow.env.update(webhook.mlflow_env(wiring))
+        fleet = self._spawn_fleet()  # the serving Tritons start first: a DAG run may roll out to them
         self._spawn(s3)
         self._spawn(mlflow)  # MLflow starts while Airflow's DB is migrated
         self._wait(s3, http_ready(self.config.url("s3"), "/moto-api/"), 60)
@@ -65,6 +86,7 @@ class Supervisor:
         self._wait(mlflow, http_ready(self.config.url("mlflow"), "/health"), 300)
         self._wait(api, airflow_ready(self.config, self.layout.airflow_password()), 300)
         self._start_webhook(wiring)
+        self._wait_fleet(fleet)
 
     def _start_webhook(self, wiring: webhook.Wiring) -> None:
         """The registry webhook receiver, then the webhook registered in MLflow (:mod:`.webhook`)."""
@@ -73,6 +95,33 @@ class Supervisor:
         self._wait(receiver, http_ready(wiring.url.rsplit("/", 1)[0], "/health"), 60)
         webhook.register(self.config.url("mlflow"), wiring)
         self.say("MLflow's webhook for model_version_alias.created points at the receiver")
+
+    def _spawn_fleet(self) -> list[Service]:
+        """Start the local fleet: two serving Tritons (explicit mode, metrics on), each on its own repository."""
+        fleet = []
+        fleet_file(self.layout).unlink(missing_ok=True)
+        for i in range(1, FLEET_SIZE + 1):
+            name = f"serve-{i}"
+            folder = self.layout.root / "serving" / name
+            service = Service(f"triton-{name}", [sys.executable, "-m", "model_release.serve.local_server", "--name", name,
+                                                 "--repository", str(folder / "models"), "--info", str(folder / "server.json")])
+            self._spawn(service)
+            fleet.append(service)
+        return fleet
+
+    def _wait_fleet(self, fleet: list[Service]) -> None:
+        """Wait for each serving Triton's info file, then write the fleet file (channel production)."""
+        from ..serve.fleet import Server, write_fleet
+
+        servers = []
+        for service in fleet:
+            info = self.layout.root / "serving" / service.name.removeprefix("triton-") / "server.json"
+            self._wait(service, lambda info=info: None if info.is_file() else "not ready yet", 180)
+            doc = json.loads(info.read_text())
+            servers.append(Server(doc["name"], doc["url"], doc["repository"], doc.get("metrics_url")))
+        write_fleet(fleet_file(self.layout), {"production": servers})
+        append_fleet_env(self.layout)
+        self.say(f"serving fleet ready: {', '.join(f'{s.name} at {s.url}' for s in servers)}")
 
     def _spawn(self, service: Service) -> None:
         if self.stopping.is_set():

@@ -36,6 +36,7 @@ from .lint.callgraph import call_depths
 from .manifest import build_manifest, write_manifest
 from .onnx_io import onnx_io
 from .render import render, template_root
+from .warmup_samples import add_warmup, is_warmable_leaf
 
 
 
@@ -107,6 +108,8 @@ def assemble(
     _size_bls_instances(models, spec.repository.instances)
     calls = {m.name: sorted({*m.calls, *(s.model_name for s in m.config.ensemble_scheduling.step)}) for m in models}
     for model in models:
+        if is_warmable_leaf(model.config):
+            add_warmup(model.config, _inside(models_dir, model.name), export.golden_path)
         _write_model(models_dir, model, version)
 
     report = lint_repository(models_dir)

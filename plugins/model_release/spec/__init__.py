@@ -38,6 +38,7 @@ The package, by job:
 - :mod:`.sections`: ``model``, ``golden``, ``export``, ``tensorrt``, ``promote``;
 - :mod:`.shapes`: ``repository`` and its shapes (cascade, fanout);
 - :mod:`.canary`: ``canary`` (tolerances, quality and champion gates, load phase, tuning);
+- :mod:`.serve`: ``serve`` (the roll-out after promotion, its warm-up rule; the watch joins it);
 - :mod:`.schedule`: ``schedule`` and what Airflow's ``schedule=`` takes for it;
 - :mod:`.loader`: the bounded read and the hardened YAML loader (also ``model-release report``'s read);
 - :mod:`.strict`: the strict base of every section, and the tolerances.
@@ -52,6 +53,7 @@ from .schedule import check_schedule, schedule_value
 from .sections import (
     DEFAULT_MIN_GOLDEN_ROWS, MAX_MODEL_VERSION, ExportSpec, GoldenSpec, ModelRef, PromoteSpec, ShapeRange, TensorRTSpec,
 )
+from .serve import ServeSpec, WarmupSpec
 from .shapes import RELEASE, CascadeSpec, DynamicBatching, FanoutSpec, RepositorySpec
 from .strict import Tolerance, Tolerances
 
@@ -59,6 +61,6 @@ __all__ = [
     "CanarySpec", "CascadeSpec", "ChampionGates", "DEFAULT_MIN_GOLDEN_ROWS", "DEFAULT_QUALITY_GATES", "DynamicBatching",
     "ExportSpec", "FanoutSpec", "GoldenSpec", "LoadSpec", "MAX_LISTED_ERRORS", "MAX_MODEL_VERSION", "MAX_SPEC_BYTES",
     "MAX_SPEC_DEPTH", "MAX_SPEC_NODES", "MetricGate", "ModelRef", "PromoteSpec", "RELEASE", "ReleaseSpec",
-    "RepositorySpec", "ShapeRange", "TensorRTSpec", "Tolerance", "Tolerances", "TuneSpec", "check_schedule",
+    "RepositorySpec", "ServeSpec", "ShapeRange", "TensorRTSpec", "Tolerance", "Tolerances", "TuneSpec", "WarmupSpec", "check_schedule",
     "load_spec", "parse_spec", "parse_yaml", "read_bounded_text", "schedule_value",
 ]

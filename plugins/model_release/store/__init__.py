@@ -20,6 +20,10 @@ the same layout and the same guarantees::
     workspaces/<release_id>/<stage>/...       a distributed run's release workspaces, when the
                                               workspace mirror is opened on ``<store>/workspaces``
                                               (``workspace_mirror.py``)
+    serving/<channel>/versions.json           the Triton version number of each model of each release the
+                                              channel's fleet serves (model_release.serve.versions)
+    serving/<channel>/lock.json               the roll-out lock: one roll-out of a channel's fleet at a time
+    rollouts/<channel>/<seq>.json             one record per roll-out: who, run, waves, steps, outcome
     .locks/                                   (local-folder store only) flock files for conditional writes
 
 Every key is built by :mod:`.keys` (the key map); the modules: ``model_store`` (the store handle

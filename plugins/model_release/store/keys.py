@@ -11,6 +11,9 @@ docstring (:mod:`model_release.store`) describes each, and a unit test checks th
     ledger/<channel>/<model>/<version>.json   which versions a channel released, rejected or claims
     rejected/<release_id>/...                 a rejected candidate's reports and record
     workspaces/<release_id>/<stage>/...       the release workspaces a distributed run publishes
+    serving/<channel>/versions.json           the Triton version numbers the channel's fleet serves
+    serving/<channel>/lock.json               the channel's roll-out lock
+    rollouts/<channel>/<seq>.json             one record per roll-out
     .locks/                                   the local-folder store's lock files
 
 The workspace mirror is opened on a root of its own (by convention ``<bucket>/workspaces``), so
@@ -28,10 +31,12 @@ HISTORY = "history/"
 LEDGER = "ledger/"
 REJECTED = "rejected/"
 WORKSPACES = "workspaces/"
+SERVING = "serving/"
+ROLLOUTS = "rollouts/"
 LOCKS = ".locks/"
 
 #: every top-level prefix the store writes, in the order the package docstring lists them
-PREFIXES = (RELEASES, CHANNELS, HISTORY, LEDGER, REJECTED, WORKSPACES, LOCKS)
+PREFIXES = (RELEASES, CHANNELS, HISTORY, LEDGER, REJECTED, WORKSPACES, SERVING, ROLLOUTS, LOCKS)
 
 #: a release's manifest and its completion record, under ``releases/<release_id>/``
 MANIFEST = "release.json"
@@ -101,3 +106,18 @@ def workspace_stage_prefix(release_id: str, stage: str) -> str:
 def workspace_owner_key(release_id: str) -> str:
     """``<release_id>/.owner`` under the workspace mirror's root."""
     return f"{release_id}/{WORKSPACE_OWNER}"
+
+
+def serving_versions_key(channel: str) -> str:
+    """``serving/<channel>/versions.json``, the channel's Triton version map."""
+    return f"{SERVING}{check_channel(channel)}/versions.json"
+
+
+def rollout_lock_key(channel: str) -> str:
+    """``serving/<channel>/lock.json``, the channel's roll-out lock."""
+    return f"{SERVING}{check_channel(channel)}/lock.json"
+
+
+def rollouts_prefix(channel: str) -> str:
+    """``rollouts/<channel>/``, the channel's roll-out records."""
+    return f"{ROLLOUTS}{check_channel(channel)}/"

@@ -388,3 +388,14 @@ def check_instance_groups(info: ModelInfo, add: Add) -> None:
         if len(group.profile) and effective_platform(info) != _TRT:
             add("tensorrt-only-field", name, file,
                 f"instance group {label!r} sets profile, which only TensorRT models support; Triton refuses it: remove it")
+
+
+def check_warmup(info: ModelInfo, add: Add) -> None:
+    """An ONNX or TensorRT leaf should declare ``model_warmup`` (Triton runs it before the version is READY)."""
+    config = info.config
+    assert config is not None
+    if effective_platform(info) in ("onnxruntime_onnx", _TRT) and not len(config.model_warmup):
+        add("leaf-no-warmup", info.name, info.config_file,
+            "no model_warmup: the first request after each load initialises ONNX Runtime or TensorRT lazily (seconds, "
+            "#3473), and a roll-out refuses a first request slower than the canary's p99 times serve.warmup.factor; "
+            "assemble writes samples from the golden rows, a hand-written config should add model_warmup")

@@ -21,7 +21,7 @@ from .autocomplete import DEPENDS_ON_COMPLETION, complete
 from .callgraph import call_depths, cycles, load_order
 from ..config import CONFIG_FILE
 from .findings import ERROR, WARNING, Finding, LintReport, listing
-from .config_rules import backend_from_name, check_kind, check_scheduling, check_tensors
+from .config_rules import backend_from_name, check_kind, check_scheduling, check_tensors, check_warmup
 from .ensemble_rules import check_ensemble
 from .file_rules import check_model_files, inferred_backend, is_symlink, read_config, scan_versions
 from .python_rules import PythonReader, check_python
@@ -98,6 +98,7 @@ class _Linter:
         check_tensors(info, self.add)
         if info.config is not raw:
             check_scheduling(info, self._add_new)
+        check_warmup(info, self.add)
         if info.kind == "ensemble":
             info.steps = {step.model_name for step in config.ensemble_scheduling.step}
             info.deps.update(info.steps)

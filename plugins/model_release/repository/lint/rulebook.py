@@ -144,6 +144,8 @@ RULES: dict[str, Rule] = {
     "sequence-batching-invalid": Rule(ERROR, REFUSES, "sequence batching controls, preferred sizes or slot utilization Triton refuses",
                                       "sequence batching control ... / unexpected data type for control CONTROL_SEQUENCE_CORRID",
                                       f"{_MCU} ValidateModelConfig, GetBooleanSequenceControlProperties"),
+    "leaf-no-warmup": Rule(WARNING, ACCEPTS, "an ONNX or TensorRT leaf without model_warmup: its first request after "
+                           "each load pays for lazy initialisation, which a roll-out refuses as too slow"),
     "instance-count-invalid": Rule(WARNING, ACCEPTS, "an instance group count below 1: Triton uses its default count instead"),
     "instance-gpus-invalid": Rule(ERROR, REFUSES, "a KIND_CPU or KIND_MODEL instance group that lists GPUs",
                                   "instance group ... of model ... has kind KIND_CPU but specifies one or more GPUs",

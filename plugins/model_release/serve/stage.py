@@ -1,0 +1,41 @@
+"""The roll-out as a pipeline step: after promotion, with the spec's warm-up rule and the canary's p99.
+
+The release's own manifest holds the canary's figures (``canary.figures.timing.p99_ms``), so the
+first-request limit is that p99 times ``serve.warmup.factor``; a release without one is probed
+without a limit. The Airflow task (:func:`model_release.airflow.tasks.rollout`) is one call here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..store.model_store import ModelStore
+from .fleet import Fleet
+from .record import RolloutRecord
+from .rollout import RolloutOptions, roll_out
+from .warmup import WarmupRule, limit_ms
+
+
+def canary_p99_ms(manifest: dict[str, Any]) -> float | None:
+    """The canary's p99 for the release (ms), or None when its manifest holds none."""
+    timing = (((manifest.get("canary") or {}).get("figures") or {}).get("timing") or {})
+    value = timing.get("p99_ms")
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def rollout_release(store: ModelStore, fleet: Fleet, serve: Any, *, release_id: str, cache_dir: Path,
+                    run: str | None = None, shim: bool = True, lock_wait_s: float = 60,
+                    progress: Callable[[str], None] | None = None) -> RolloutRecord:
+    """Roll ``release_id`` out to ``fleet`` as the spec's ``serve`` section says.
+
+    Raises:
+        RolloutStopped, RolloutLocked, StoreError, UserError: as :func:`~.rollout.roll_out`.
+    """
+    got = store.read_manifest(release_id)
+    p99 = canary_p99_ms(got[0]) if got else None
+    rule = WarmupRule(requests=serve.warmup.requests, first_request_limit_ms=limit_ms(p99, serve.warmup.factor))
+    options = RolloutOptions(cache_dir=cache_dir, shim=shim, lock_wait_s=lock_wait_s,
+                             warmup=rule.check if rule.active else None, run=run)
+    return roll_out(store, fleet, options, release_id=release_id, progress=progress)

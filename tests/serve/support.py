@@ -1,0 +1,235 @@
+"""Small releases promoted to a local store, a fleet of local serving Tritons, a bounded request loop.
+
+Releases are built with the product's own assemble (classifier shape: an ONNX leaf, a python
+postprocess, the entry ensemble) and promoted with the store's own promote, so the roll-out is
+tested on exactly what a release holds. Each release's expected probabilities are computed here
+with onnxruntime on its own ONNX file: a response that matches neither release row by row, or
+matches one release on some rows and another on others, is a mix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from model_release.triton.local import LocalTriton
+from model_release.repository.assemble import assemble
+from model_release.repository.manifest import finalize_manifest
+from model_release.serve.fleet import Fleet, Server
+from model_release.store.model_store import ModelStore, open_store
+from model_release.store.promote import promote
+from model_release.workspace import Workspace
+
+from ..repository.support import INPUT, export_result, intake_result, iris, make_spec, sklearn_onnx
+
+NAME = "iris"
+CHANNEL = "production"
+LABELS = ["setosa", "versicolor", "virginica"]
+
+
+@dataclass
+class Release:
+    release_id: str
+    expected: np.ndarray  # probabilities for every iris row
+    release_dir: Path
+
+    def promote(self, store: ModelStore, channel: str = CHANNEL) -> None:
+        promote(self.release_dir, self.release_id, store, channel)
+
+
+def build_release(tmp: Path, store: ModelStore, kind: str, release_id: str, *, channel: str = CHANNEL,
+                  promote_it: bool = True, tweak: Callable[[Path], None] | None = None,
+                  cascade_large: str | None = None, threshold: float = 0.9) -> Release:
+    """Assemble a classifier release from a ``kind`` iris model (tests/repository/support.py kinds) and promote it.
+
+    ``tweak(models_dir)`` changes the assembled models before the manifest is re-hashed (a model that
+    refuses to load on some servers, a slow first request).
+    """
+    import onnxruntime as ort
+
+    onnx_path = tmp / f"{release_id}-onnx" / "model.onnx"
+    sklearn_onnx(onnx_path, kind)
+    np.savez(onnx_path.parent / "golden.npz", **{INPUT: iris()[0]})  # assemble's warm-up samples come from it
+    if cascade_large is None:
+        spec = make_spec(NAME, shape="classifier", labels=LABELS, max_batch_size=16)
+    else:  # a BLS router over the release (small) and a fixed large model
+        spec = make_spec(NAME, shape="cascade", max_batch_size=16, cascade={"large": cascade_large, "threshold": threshold})
+    result = assemble(spec, intake_result(), export_result(onnx_path), Workspace(release_id, tmp / release_id))
+    if tweak is not None:
+        tweak(Path(result.repository_dir))
+        finalize_manifest(result.manifest_path, Path(result.manifest_path).parent, canary={"passed": True})
+    x, _ = iris()
+    session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+    expected = dict(zip([o.name for o in session.get_outputs()], session.run(None, {INPUT: x})))["probabilities"]
+    if cascade_large is not None:
+        large = ort.InferenceSession(cascade_large, providers=["CPUExecutionProvider"])
+        big = dict(zip([o.name for o in large.get_outputs()], large.run(None, {INPUT: x})))["probabilities"]
+        unsure = expected.max(axis=1) < threshold
+        expected = np.where(unsure[:, None], big, expected)
+    release = Release(release_id, np.asarray(expected, dtype=np.float32), Path(result.manifest_path).parent)
+    if promote_it:
+        release.promote(store, channel)
+    return release
+
+
+def local_store(tmp: Path) -> ModelStore:
+    return open_store((tmp / "store").resolve().as_uri())
+
+
+@contextlib.contextmanager
+def local_fleet(tmp: Path, count: int = 2, channel: str = CHANNEL, envs: list[dict[str, str]] | None = None):
+    """``count`` serving Tritons in explicit mode, each on its own (empty) repository folder and ``envs[i]``."""
+    servers: list[LocalTriton] = []
+    try:
+        for i in range(count):
+            repo = tmp / f"serve-{i + 1}" / "models"
+            repo.mkdir(parents=True)
+            triton = LocalTriton(repo, work_dir=tmp / f"serve-{i + 1}" / "server", ready_timeout=120,
+                                 env=(envs or [{}] * count)[i])
+            triton.start()
+            servers.append(triton)
+        fleet = Fleet(channel, tuple(Server(f"serve-{i + 1}", t.http_url, str(t.model_repository), t.metrics_url)
+                                     for i, t in enumerate(servers)))
+        yield fleet, servers
+    finally:
+        for t in servers:
+            t.stop()
+
+
+@dataclass
+class Traffic:
+    """What a request loop saw: responses by the release they matched, failures, mixes."""
+
+    by_release: dict[str, int] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+    mixed: list[str] = field(default_factory=list)
+    sequence: list[tuple[str, str]] = field(default_factory=list)  # (server, release) in order
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_release.values()) + len(self.failures) + len(self.mixed)
+
+
+def classify(probabilities: np.ndarray, rows: np.ndarray, releases: list[Release], atol: float = 1e-5) -> str | None:
+    """The one release whose expected probabilities match every row; None for a mix or no match."""
+    hits = [r.release_id for r in releases if np.allclose(probabilities, r.expected[rows], atol=atol)]
+    return hits[0] if len(hits) == 1 else None
+
+
+class RequestLoop:
+    """Threads sending steady requests to each server's entry model until stopped (bounded by ``max_s``)."""
+
+    def __init__(self, fleet: Fleet, releases: list[Release], *, rows: int = 8, max_s: float = 240) -> None:
+        self.fleet, self.releases, self.rows, self.max_s = fleet, releases, rows, max_s
+        self.traffic = Traffic()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._threads = [threading.Thread(target=self._run, args=(s,), daemon=True) for s in fleet.servers]
+
+    def __enter__(self) -> "RequestLoop":
+        for t in self._threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=60)
+
+    def count(self) -> int:
+        with self._lock:
+            return self.traffic.total
+
+    def _run(self, server: Server) -> None:
+        import tritonclient.http as httpclient
+
+        x, _ = iris()
+        client = httpclient.InferenceServerClient(server.url, network_timeout=60)
+        deadline = time.monotonic() + self.max_s
+        i = 0
+        try:
+            while not self._stop.is_set() and time.monotonic() < deadline:
+                rows = (np.arange(self.rows) + i * self.rows) % len(x)
+                i += 1
+                tensor = httpclient.InferInput(INPUT, [self.rows, 4], "FP32")
+                tensor.set_data_from_numpy(x[rows])
+                try:
+                    result = client.infer(NAME, [tensor])  # every output: a subset fails on 2.51 (see the report)
+                except Exception as exc:  # noqa: BLE001 - every failure is counted
+                    with self._lock:
+                        self.traffic.failures.append(f"{server.name}: {exc}")
+                    continue
+                release = classify(result.as_numpy("probabilities"), rows, self.releases)
+                with self._lock:
+                    if release is None:
+                        self.traffic.mixed.append(f"{server.name}: rows {rows.tolist()}")
+                    else:
+                        self.traffic.by_release[release] = self.traffic.by_release.get(release, 0) + 1
+                        self.traffic.sequence.append((server.name, release))
+        finally:
+            client.close()
+
+    def wait_for(self, more: int, timeout_s: float = 60) -> None:
+        """Wait until ``more`` further requests were answered (traffic before/after a step)."""
+        target = self.count() + more
+        deadline = time.monotonic() + timeout_s
+        while self.count() < target and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+
+def switches(traffic: Traffic, server: str) -> list[str]:
+    """The releases one server answered with, in order, with repeats collapsed."""
+    out: list[str] = []
+    for name, release in traffic.sequence:
+        if name == server and (not out or out[-1] != release):
+            out.append(release)
+    return out
+
+
+POSTPROCESS = "iris_postprocess"
+
+
+def refuse_where(variable: str) -> Callable[[Path], None]:
+    """A tweak: the postprocess refuses to load on a server whose environment sets ``variable``."""
+
+    def tweak(models: Path) -> None:
+        path = models / POSTPROCESS / "1" / "model.py"
+        path.write_text(path.read_text().replace(
+            "    def initialize(self, args):\n",
+            "    def initialize(self, args):\n"
+            f"        if os.environ.get({variable!r}):\n"
+            f"            raise RuntimeError('postprocess refuses to load here: {variable} is set')\n", 1))
+
+    return tweak
+
+
+def slow_first_request(seconds: float, *, warmup: bool) -> Callable[[Path], None]:
+    """A tweak: the postprocess's first execute sleeps ``seconds``; with ``warmup``, its config has model_warmup."""
+
+    def tweak(models: Path) -> None:
+        from model_release.repository.config import read_config, write_config
+
+        path = models / POSTPROCESS / "1" / "model.py"
+        text = path.read_text().replace("    def execute(self, requests):\n", (
+            "    def execute(self, requests):\n"
+            "        if not getattr(self, '_warm', False):\n"
+            "            import time\n"
+            f"            time.sleep({seconds})\n"
+            "            self._warm = True\n"), 1)
+        path.write_text(text)
+        if warmup:
+            config = read_config(models / POSTPROCESS / "config.pbtxt")
+            sample = config.model_warmup.add(name="zeros", batch_size=1)
+            tensor = sample.inputs["probabilities"]
+            tensor.data_type = config.input[0].data_type
+            tensor.dims.extend(config.input[0].dims)
+            tensor.zero_data = True
+            write_config(models / POSTPROCESS / "config.pbtxt", config)
+
+    return tweak
