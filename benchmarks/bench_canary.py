@@ -39,10 +39,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from model_release.canary.client import TritonHttpClient  # noqa: E402
+from model_release.triton.client import TritonHttpClient  # noqa: E402
 from model_release.canary.load import LoadRunner, TritonRequester, measure, request_batches  # noqa: E402
-from model_release.canary.shim import prepare_canary_repository  # noqa: E402
-from model_release.local.triton import LocalTriton  # noqa: E402
+from model_release.triton.shim import prepare_canary_repository  # noqa: E402
+from model_release.triton.local import LocalTriton  # noqa: E402
 from tests.canary.support import INPUT, train_iris, write_leaf, write_pipeline  # noqa: E402
 
 PA_VENV = ROOT / ".work" / "bench" / "perf-analyzer"

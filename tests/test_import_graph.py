@@ -82,9 +82,9 @@ def test_no_import_cycles_among_model_release_modules() -> None:
 
 
 def test_stage_modules_do_not_reach_into_the_embedded_stack() -> None:
-    """``local/`` holds the embedded stand-ins (MLflow on SQLite, moto, the local Triton launcher):
-    only the canary's server launcher, the CLI and the demo may use it."""
-    allowed = {"model_release.cli", "model_release.demo", "model_release.canary.stage", "model_release.canary.shim"}
+    """``local/`` holds the embedded stand-ins (MLflow on SQLite, moto, free ports): only the local
+    Triton launcher (``triton/local.py``, for its ports), the CLI and the demo may use it."""
+    allowed = {"model_release.cli", "model_release.demo", "model_release.triton.local"}
     graph = import_graph()
     offenders = sorted(
         f"{m} -> {t}" for m, targets in graph.items() for t in targets

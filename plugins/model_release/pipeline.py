@@ -45,7 +45,7 @@ class Services:
             Airflow hook passes one that uses the connection's credentials.
         triton_endpoint: a running canary Triton (``host:port``, HTTP); None starts a local one.
         canary: the remote canary Triton with what it declares (its repository in the object store,
-            backends, TensorRT version, GPU compute capability; :class:`~model_release.canary.remote.RemoteCanary`);
+            backends, TensorRT version, GPU compute capability; :class:`~model_release.triton.delivery.RemoteCanary`);
             when given it takes the place of ``triton_endpoint``.
     """
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from model_release.canary.shim import prepare_canary_repository
-from model_release.local.triton import DEFAULT_RUNTIME_VENV, LocalTriton
+from model_release.triton.shim import prepare_canary_repository
+from model_release.triton.local import DEFAULT_RUNTIME_VENV, LocalTriton
 
 from .support import train_iris, write_leaf, write_pipeline
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 import numpy as np
 import pytest
 
-from model_release.canary.client import replay
+from model_release.triton.client import replay
 from model_release.canary.compare import Interface, compare_with_reference
 from model_release.canary.expect import failures, run_expectations
 from model_release.canary.report import render_html, verdict, write_reports

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from model_release.errors import ServiceUnavailable
-from model_release.local.triton import LocalTriton
+from model_release.triton.local import LocalTriton
 
 pytestmark = pytest.mark.integration
 
@@ -69,7 +69,7 @@ def test_serves_the_repository_on_loopback_with_explicit_model_control(served):
 
 
 def test_the_server_and_its_python_stubs_are_gone_after_the_context_exits(tmp_path, iris_repository):
-    from model_release.canary.shim import prepare_canary_repository
+    from model_release.triton.shim import prepare_canary_repository
 
     copy = prepare_canary_repository(iris_repository, tmp_path / "repository")
     with LocalTriton(copy.path) as triton:

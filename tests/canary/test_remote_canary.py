@@ -16,10 +16,10 @@ from model_release.canary import run_canary as canary_stage
 from model_release.canary.champion import CHAMPION_SUFFIX, SERVED, Champion, rename_repository
 from model_release.canary.compare import Interface
 from model_release.canary.contract import contract_of
-from model_release.canary.remote import RemoteCanary, check_plans, staged_closure
+from model_release.triton.delivery import RemoteCanary, check_plans, staged_closure
 from model_release.errors import GpuUnavailable
 from model_release.local.s3 import _MOTO_KEY_ID, _MOTO_SECRET, MotoServer, ensure_bucket
-from model_release.local.triton import LocalTriton
+from model_release.triton.local import LocalTriton
 from model_release.pipeline import run_stage
 from model_release.store import open_store
 

@@ -6,7 +6,7 @@ import pytest
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
-from model_release.canary.shim import SHIM_DESCRIPTION, SHIM_SOURCE, prepare_canary_repository, read_config
+from model_release.triton.shim import SHIM_DESCRIPTION, SHIM_SOURCE, prepare_canary_repository, read_config
 from model_release.errors import CanaryRejected, GpuUnavailable
 
 

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "plugins"))
 
 
 def main() -> int:
-    from model_release.canary.remote import RemoteCanary, check_plans
+    from model_release.triton.delivery import RemoteCanary, check_plans
     from model_release.local.ports import free_port
     from model_release.spec import parse_spec
     from model_release.tensorrt import build_plan

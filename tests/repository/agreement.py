@@ -89,7 +89,7 @@ class TritonJudge:
         self._start()
 
     def _start(self) -> None:
-        from model_release.local.triton import LocalTriton
+        from model_release.triton.local import LocalTriton
 
         self._installed.clear()
         self.server = LocalTriton(self.repository, work_dir=self.workdir / "server")
@@ -176,7 +176,7 @@ def _prepare(case_repo: Path, staging: Path, shim: bool) -> dict[str, Path]:
     copy_case(case_repo, staging)
     leaf = staging / ONNX
     if shim and (leaf / "config.pbtxt").is_file():
-        from model_release.canary.shim import prepare_canary_repository
+        from model_release.triton.shim import prepare_canary_repository
 
         (staging.parent / "leaf").mkdir()
         shutil.move(str(leaf), staging.parent / "leaf" / ONNX)

@@ -1,7 +1,7 @@
 """The product's own local Triton and canary shim, arranged for the repository load tests.
 
 Several generated repositories are installed side by side into one server's repository (ONNX
-leaves through :func:`model_release.canary.shim.prepare_canary_repository`, exactly as the canary
+leaves through :func:`model_release.triton.shim.prepare_canary_repository`, exactly as the canary
 serves them), and loaded explicitly by the tests.
 """
 
@@ -11,8 +11,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from model_release.canary.shim import prepare_canary_repository
-from model_release.local.triton import LocalTriton as _Server
+from model_release.triton.shim import prepare_canary_repository
+from model_release.triton.local import LocalTriton as _Server
 
 
 class LocalTriton:

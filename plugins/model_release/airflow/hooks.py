@@ -124,7 +124,7 @@ class TritonCanaryHook(BaseHook):
         return f"{conn.host}:{conn.port or 8000}"
 
     def remote(self) -> Any:
-        """The remote canary (:class:`~model_release.canary.remote.RemoteCanary`) the connection
+        """The remote canary (:class:`~model_release.triton.delivery.RemoteCanary`) the connection
         describes, or None without one (the canary then starts an embedded local Triton).
 
         The connection's host and port are Triton's HTTP endpoint; its extra says what the server
@@ -132,7 +132,7 @@ class TritonCanaryHook(BaseHook):
         ``gpu`` (false for a CPU Triton with the python backend only), ``tensorrt`` and
         ``compute_capability`` (what TensorRT plans must have been built for).
         """
-        from ..canary.remote import RemoteCanary
+        from ..triton.delivery import RemoteCanary
 
         conn = _connection(self.triton_conn_id)
         if conn is None or not conn.host:

@@ -1,14 +1,12 @@
 """The canary gate: serve the candidate beside the production champion on a real Triton and judge it.
 
-Modules: :mod:`.shim` (the canary copy of the repository, ONNX leaves served by a python-backend
-onnxruntime shim on the local CPU Triton), :mod:`.server` (load in dependency order or push
-through the load API, metadata), :mod:`.client` (replay the golden set with bounded concurrency,
-timed), :mod:`.champion` (the production champion: served from the store, native from MLflow, or
-none), :mod:`.compare` (parity against the native reference), :mod:`.quality` (metrics on ground
-truth, agreement and distribution shift), :mod:`.contract` (the interface clients rely on),
-:mod:`.gates` (each judgement as one line of the verdict), :mod:`.expect` (a great-expectations
-suite over the outputs), :mod:`.report` (report.json, report.html), :mod:`.stage`
-(:func:`run_canary`, the stage itself).
+Talking to Triton (the local server, the shim, loading, the HTTP client, delivery to a remote
+Triton) lives in :mod:`model_release.triton`. Modules here: :mod:`.champion` (the production
+champion: served from the store, native from MLflow, or none), :mod:`.compare` (parity against the
+native reference), :mod:`.quality` (metrics on ground truth, agreement and distribution shift),
+:mod:`.contract` (the interface clients rely on), :mod:`.gates` (each judgement as one line of the
+verdict), :mod:`.expect` (a great-expectations suite over the outputs), :mod:`.report`
+(report.json, report.html), :mod:`.stage` (:func:`run_canary`, the stage itself).
 """
 
 from .stage import run_canary

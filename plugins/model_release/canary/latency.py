@@ -17,7 +17,7 @@ import numpy as np
 
 from ..spec import LoadSpec
 from .load import LoadRunner, Measurement, TritonRequester, measure, request_batches
-from .server import CanaryServer, EntryModel
+from ..triton.server import CanaryServer, EntryModel
 
 CANDIDATE, CHAMPION = "candidate", "champion"
 

@@ -4,7 +4,7 @@ With ``remote`` (a canary Triton started separately, sharing no disk) the models
 by :mod:`.remote`: pushed through the load API, or staged in the server's object-store repository
 for ensembles, and taken back afterwards. On the embedded setup (``endpoint=None``) the assembled repository is copied to
 ``<workspace>/canary/repository`` with every ONNX leaf shimmed (:mod:`.shim`) and served by a
-:class:`~model_release.local.triton.LocalTriton` started for this run. With an ``endpoint`` the
+:class:`~model_release.triton.local.LocalTriton` started for this run. With an ``endpoint`` the
 canary uses that Triton as it is: it must run in explicit model-control mode with the assembled
 repository as (one of) its model repositories; models are loaded by name and unloaded afterwards.
 Either way the champion (:mod:`.champion`) is pushed to the same server through the load API
@@ -41,13 +41,13 @@ from . import gates as gt
 from . import plotdata as pd
 from . import quality as q
 from .champion import NATIVE, NONE, SERVED, Champion
-from .client import ReplayResult, TritonHttpClient, replay
+from ..triton.client import ReplayResult, TritonHttpClient, replay
 from .contract import breaks, contract_of
 from .load import paired_ratios as load_paired
 from .report import CanaryReport, verdict, write_reports
-from .remote import Delivery, RemoteCanary, check_plans
-from .server import CanaryServer
-from .shim import prepare_canary_repository
+from ..triton.delivery import Delivery, RemoteCanary, check_plans
+from ..triton.server import CanaryServer
+from ..triton.shim import prepare_canary_repository
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ def _triton(spec: ReleaseSpec, assembled: AssembleResult, folder: Path, endpoint
             "repository": "the endpoint's own model repository",
         }, lambda: None
         return
-    from ..local.triton import LocalTriton
+    from ..triton.local import LocalTriton
 
     copy = prepare_canary_repository(Path(assembled.repository_dir), folder / "repository")
     if champion.kind == SERVED and champion.repository is not None:

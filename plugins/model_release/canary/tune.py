@@ -27,7 +27,7 @@ from ..repository.config import CONFIG_FILE, read_config, write_config
 from ..spec import ReleaseSpec
 from ..types import AssembleResult
 from .load import LoadRunner, Measurement
-from .server import CanaryServer
+from ..triton.server import CanaryServer
 
 log = logging.getLogger(__name__)
 

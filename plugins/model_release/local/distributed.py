@@ -277,7 +277,7 @@ class DistributedStack:
         self._wait("mlflow", lambda: urllib.request.urlopen(self.tracking_uri + "/health", timeout=2).status == 200, 240)
 
     def _triton(self) -> None:
-        from .triton import LocalTriton
+        from ..triton.local import LocalTriton
 
         self.triton = LocalTriton(f"s3://127.0.0.1:{self.moto.port}/{BUCKET}/canary", work_dir=self.root / "triton-host",
                                   env=self._aws_env(), ready_timeout=120)

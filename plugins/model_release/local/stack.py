@@ -3,7 +3,7 @@
 - MLflow tracking and registry on SQLite, artifacts in a local folder;
 - a local S3 endpoint (the moto server over HTTP on 127.0.0.1, a free port) with the store bucket;
 - an Airflow home with a migrated SQLite metadata DB, for ``airflow dags test``;
-- the local Triton is started by the canary stage itself (:mod:`model_release.local.triton`).
+- the local Triton is started by the canary stage itself (:mod:`model_release.triton.local`).
 
 This is the stack of ``make demo`` and the end-to-end tests: it lives as long as the ``with`` block.
 ``model-release up`` runs the same pieces as long-running services, MLflow as a server and S3 with

@@ -3,7 +3,7 @@
 The local CPU Triton (the nvidia-pytriton wheel) has only the python backend. To canary a
 repository on it, every leaf with ``backend: "onnxruntime"`` (or ``platform: "onnxruntime_onnx"``)
 becomes a python-backend model that runs onnxruntime on its version folder's ``model.onnx``
-(:mod:`model_release.canary.shim_model`); BLS and ensemble stages are copied unchanged. A TensorRT
+(:mod:`model_release.triton.shim_model`); BLS and ensemble stages are copied unchanged. A TensorRT
 plan cannot be shimmed: it needs a GPU Triton. config.pbtxt is read and written only through
 Triton's own ``ModelConfig`` protobuf.
 """

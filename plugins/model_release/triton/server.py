@@ -1,6 +1,6 @@
 """The canary's Triton: load the candidate in dependency order, describe the server and the entry model.
 
-Works the same on the embedded local Triton (:class:`model_release.local.triton.LocalTriton`) and on
+Works the same on the embedded local Triton (:class:`model_release.triton.local.LocalTriton`) and on
 a remote canary Triton given by endpoint, as long as it runs in explicit model-control mode and its
 model repository holds the candidate. Triton's errors are converted here: a model that fails to
 load is the candidate's fault (:class:`CanaryRejected`), a server that cannot be reached is not

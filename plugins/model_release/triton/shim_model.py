@@ -1,6 +1,6 @@
 """The canary's onnxruntime shim: a Triton python-backend model that runs a version folder's ONNX file.
 
-Copied by :mod:`model_release.canary.shim` into every version folder of an ``onnxruntime`` leaf
+Copied by :mod:`model_release.triton.shim` into every version folder of an ``onnxruntime`` leaf
 when the canary runs on the local CPU Triton, which has only the python backend. It is loaded by
 Triton's python stub inside the runtime venv (numpy<2, onnxruntime), never imported by the
 pipeline. Inputs and outputs are the ones config.pbtxt declares, with the same names the

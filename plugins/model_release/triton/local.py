@@ -35,7 +35,7 @@ from typing import Any
 
 from ..errors import ServiceUnavailable
 from ..workspace import link_or_copy
-from .ports import free_port as _free_port
+from ..local.ports import free_port as _free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_RUNTIME_VENV = REPO_ROOT / ".venv-triton"
