@@ -114,15 +114,20 @@ def counter_delta(before: float | None, after: float | None) -> tuple[float, boo
 def model_delta(before: ModelFigures, after: ModelFigures) -> tuple[dict[str, float], bool]:
     """The four counters' increases of one model version between two snapshots, and whether it reset.
 
-    One counter going down means the model was reloaded: all four are then taken from the later
-    snapshot alone, so that a reset success counter is not paired with an unreset duration.
+    The success counter and the two duration counters restart together when the model is loaded
+    again: one of them going down means a reload, and all three are then taken from the later
+    snapshot alone (a reset success count is never paired with an unreset duration). The failure
+    counters (one per ``reason``) did not restart on an unload and load on Triton 2.51 here, so the
+    failure count is a counter of its own: its increase, or its value when it went down.
     """
-    names = ("success", "failure", "request_us", "queue_us")
     if before.present and not after.present:
-        return dict.fromkeys(names, 0.0), True
-    reset = before.present and any(getattr(after, n) < getattr(before, n) for n in names)
+        return dict.fromkeys(("success", "failure", "request_us", "queue_us"), 0.0), True
+    together = ("success", "request_us", "queue_us")
+    reset = before.present and any(getattr(after, n) < getattr(before, n) for n in together)
     base = ModelFigures() if reset else before
-    return {n: max(0.0, getattr(after, n) - getattr(base, n)) for n in names}, reset
+    out = {n: max(0.0, getattr(after, n) - getattr(base, n)) for n in together}
+    out["failure"], failure_reset = counter_delta(before.failure if before.present else None, after.failure)
+    return out, reset or failure_reset
 
 
 def server_interval(

@@ -76,8 +76,8 @@ class Limit(_Strict):
 
 
 def _error_limit() -> Limit:
-    # 1% absolute; at most double the old release's rate, counted from 0.5% so that 0.0% -> 1%
-    return Limit(absolute=0.01, ratio=2.0, floor=0.005)
+    # at most double the old release's rate, counted from 0.5% (so 0.0% -> 1%), and never above 5%
+    return Limit(absolute=0.05, ratio=2.0, floor=0.005)
 
 
 def _time_limit() -> Limit:
@@ -113,7 +113,9 @@ class WatchSpec(_Strict):
         failures: 2 failing measurements roll back (one may be a spike, two in a bake are not).
         settle: the last 2 measurements must be judged and pass; a figure still moving holds.
         budget_s: 600 s per wave; past it an inconclusive watch stops and asks a person.
-        error_rate: at most 1%, and at most 2 x the old release's rate (counted from 0.5%).
+        error_rate: at most 2 x the old release's rate, counted from 0.5% (an old 0.0% allows 1%,
+            an old 2% allows 4%): a new release is judged against what production already does;
+            and never above 5%, whatever the old release does.
         mean_request_us / mean_queue_us / p99_us: at most 1.5 x the old release's (from 1 ms).
         error_signal: the name of a counter in the servers' metrics (a custom metric a python step
             increments, labels ``model`` and ``version``) counting errors the step answered as
