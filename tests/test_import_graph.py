@@ -51,7 +51,7 @@ def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """The strongly connected components with more than one module (the product's own Tarjan, which
     the linter uses for BLS call cycles)."""
-    from model_release.repository.callgraph import cycles as components
+    from model_release.repository.lint.callgraph import cycles as components
 
     return sorted(sorted(c) for c in components({m: sorted(t) for m, t in graph.items()}))
 

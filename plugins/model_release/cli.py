@@ -130,28 +130,16 @@ def read_report(raw: str) -> dict[str, Any]:
         UserError: it is missing, too large, not UTF-8 JSON, or not a canary report (a JSON
             object with a ``passed`` flag or a ``verdict``).
     """
+    from .spec.loader import read_bounded_text
+
     shown = echo(raw, 200)
     if not raw:
         raise UserError("the report path is empty; pass a canary report.json")
     path = Path(raw)
     if path.is_dir():
         path, shown = path / "report.json", echo(str(path / "report.json"), 200)
-    if not path.is_file():
-        what = "does not exist" if not path.exists() else "is not a file"
-        raise UserError(f"{shown} {what}; pass a canary report.json (from a workspace's canary/ or a store's reports/)")
-    try:
-        with open(path, "rb") as f:
-            raw_bytes = f.read(MAX_REPORT_BYTES + 1)
-    except OSError as exc:
-        raise UserError(f"{shown} cannot be read ({exc.strerror or type(exc).__name__}); check its permissions") from None
-    if len(raw_bytes) > MAX_REPORT_BYTES:
-        raise UserError(f"{shown} is larger than {MAX_REPORT_BYTES >> 20} MiB, far more than a canary report; "
-                        "pass a canary report.json")
-    try:
-        text = raw_bytes.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{shown} is not UTF-8 text (byte 0x{raw_bytes[exc.start]:02x} at offset {exc.start}), so not "
-                        "a canary report; pass a canary report.json") from None
+    text = read_bounded_text(path, shown, limit=MAX_REPORT_BYTES, kind="a canary report",
+                             advice="pass a canary report.json (from a workspace's canary/ or a store's reports/)")
     if _json_depth(text) > MAX_REPORT_DEPTH:
         raise UserError(f"{shown} nests deeper than {MAX_REPORT_DEPTH} levels, which no canary report does; "
                         "pass a canary report.json")
@@ -211,7 +199,7 @@ def _store(argv: list[str]) -> int:
 
 def _lint(argv: list[str]) -> int:
     """``lint``: the repository path is checked here; argparse's usage errors become one line."""
-    from .repository.lint_cli import main as lint_main
+    from .repository.lint.cli import main as lint_main
 
     probe = argparse.ArgumentParser(add_help=False)
     probe.add_argument("path", nargs="?")

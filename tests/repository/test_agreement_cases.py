@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from model_release.repository.rules import REFUSES, RULES
+from model_release.repository.lint.rulebook import REFUSES, RULES
 
 from .agreement import lint_verdict
 from .agreement_cases import CASES, LOADS, REFUSED, UNDECIDED

@@ -1,4 +1,4 @@
-"""``model-release lint PATH [--json]`` through lint_cli.main."""
+"""``model-release lint PATH [--json]`` through lint.cli.main."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import shutil
 import subprocess
 import sys
 
-from model_release.repository.lint_cli import main
+from model_release.repository.lint.cli import main
 
 from .lint_repos import write_valid_repository
 
@@ -33,7 +33,7 @@ def test_errors_exit_1_one_finding_a_line(tmp_path, capsys):
 def test_json_output_for_machines(tmp_path):
     repo = write_valid_repository(tmp_path / "models")
     (repo / "pipeline" / "config.pbtxt").write_text((repo / "pipeline" / "config.pbtxt").read_text().replace('"postprocess"', '"post"', 1))
-    proc = subprocess.run([sys.executable, "-m", "model_release.repository.lint_cli", str(repo), "--json"],
+    proc = subprocess.run([sys.executable, "-m", "model_release.repository.lint.cli", str(repo), "--json"],
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 1, proc.stderr
     report = json.loads(proc.stdout)

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from model_release.repository.findings import MAX_MESSAGE
+from model_release.repository.lint.findings import MAX_MESSAGE
 from model_release.repository.lint import lint_repository
-from model_release.repository.lint_cli import main
+from model_release.repository.lint.cli import main
 
 from .lint_repos import write_valid_repository
 

@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from model_release.repository.lint_python import analyze
+from model_release.repository.lint.python_analysis import analyze
 
 HEADER = "import asyncio\nimport triton_python_backend_utils as pb_utils\n"
 

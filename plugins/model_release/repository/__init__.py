@@ -4,6 +4,6 @@
 - :mod:`.render` renders BLS ``model.py`` files from ``model_repository_template/`` with values
   only as checked literals;
 - :mod:`.assemble` writes a versioned Triton repository and its manifest (:mod:`.manifest`);
-- :mod:`.lint` (with :mod:`.lint_ensemble`, :mod:`.lint_python`) checks a repository the way
-  Triton would at load time, and more; :mod:`.lint_cli` is ``model-release lint``.
+- :mod:`.lint` (a package: the linter, its rule families and ``model-release lint``) checks a
+  repository the way Triton would at load time, and more.
 """

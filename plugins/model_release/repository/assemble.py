@@ -31,8 +31,8 @@ from ..spec import RELEASE, CascadeSpec, FanoutSpec, ReleaseSpec
 from ..types import AssembleResult, ExportResult, IntakeResult, TensorRTResult, TensorSpec
 from ..workspace import Workspace
 from . import config as cfg
-from .callgraph import call_depths
 from .lint import lint_repository
+from .lint.callgraph import call_depths
 from .manifest import build_manifest, write_manifest
 from .onnx_io import onnx_io
 from .render import render, template_root

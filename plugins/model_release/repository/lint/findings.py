@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Iterable
 
-from .rules import ERROR, WARNING
+from .rulebook import ERROR, WARNING
 
 __all__ = ["ERROR", "WARNING", "Finding", "LintReport", "safe_text", "listing", "MAX_MESSAGE"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from tritonclient.grpc import model_config_pb2 as mc
 
 from .findings import listing
-from .lint_files import DEFAULT_FILES, check_labels, inferred_backend
+from .file_rules import DEFAULT_FILES, check_labels, inferred_backend
 from .model_info import Add, ModelInfo
 
 #: platform -> the backend Triton fills in for it

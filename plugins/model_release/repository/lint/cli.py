@@ -12,8 +12,8 @@ import json
 import sys
 
 from .findings import safe_text
-from .lint import lint_repository
-from .rules import RULES, explain
+from .linter import lint_repository
+from .rulebook import RULES, explain
 
 _ORDER_SHOWN = 20  # models of the load order printed in text mode (--json has them all)
 

@@ -7,9 +7,9 @@ know before run time). Every finding names the rule, the model, the file and the
 :data:`RULES` says for each what Triton does and where it checks it (``model-release lint
 --explain RULE``). :func:`lint_repository` is the API.
 
-The rule families live in their own modules: :mod:`.lint_files` (config.pbtxt, versions, model
-files), :mod:`.lint_config` (platform, tensors, scheduling), :mod:`.lint_ensemble`,
-:mod:`.lint_pymodel` (model.py and BLS); this module walks the repository and adds the rules on
+The rule families live in their own modules: :mod:`.file_rules` (config.pbtxt, versions, model
+files), :mod:`.config_rules` (platform, tensors, scheduling), :mod:`.ensemble_rules`,
+:mod:`.python_rules` (model.py and BLS); this module walks the repository and adds the rules on
 the dependency graph.
 """
 
@@ -18,14 +18,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from .callgraph import call_depths, cycles, load_order
-from .config import CONFIG_FILE
+from ..config import CONFIG_FILE
 from .findings import ERROR, WARNING, Finding, LintReport, listing
-from .lint_config import check_kind, check_scheduling, check_tensors
-from .lint_ensemble import check_ensemble
-from .lint_files import check_model_files, inferred_backend, is_symlink, read_config, scan_versions
-from .lint_pymodel import PythonReader, check_python
+from .config_rules import check_kind, check_scheduling, check_tensors
+from .ensemble_rules import check_ensemble
+from .file_rules import check_model_files, inferred_backend, is_symlink, read_config, scan_versions
+from .python_rules import PythonReader, check_python
 from .model_info import ModelInfo
-from .rules import REFUSES, RULES
+from .rulebook import REFUSES, RULES
 
 __all__ = ["RULES", "ERROR", "WARNING", "Finding", "LintReport", "ModelInfo", "lint_repository"]
 

@@ -8,7 +8,7 @@ from typing import Callable
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-from .lint_python import PythonAnalysis
+from .python_analysis import PythonAnalysis
 
 #: how a rule module reports: add(rule, model, file, message)
 Add = Callable[[str, str, str, str], None]

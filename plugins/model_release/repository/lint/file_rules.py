@@ -14,7 +14,7 @@ import re
 import stat
 from pathlib import Path
 
-from .config import CONFIG_FILE, ConfigParseError, parse_config
+from ..config import CONFIG_FILE, ConfigParseError, parse_config
 from .findings import listing
 from .model_info import Add, ModelInfo
 

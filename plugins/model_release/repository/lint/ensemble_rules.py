@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from .config import wire_name
+from ..config import wire_name
 from .findings import listing
 from .model_info import Add, ModelInfo
 

@@ -2,7 +2,7 @@
 
 What the python backend refuses at load (the import of model.py, ``TritonPythonModel()``,
 ``initialize``) and what only fails once requests come (``execute``, BLS calls) are told apart:
-see :mod:`.rules`.
+see :mod:`.rulebook`.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 import hashlib
 
 from .findings import listing
-from .lint_files import SOURCE_LIMIT, Refused, read_capped
-from .lint_python import BlsCall, PythonAnalysis, analyze
+from .file_rules import SOURCE_LIMIT, Refused, read_capped
+from .python_analysis import BlsCall, PythonAnalysis, analyze
 from .model_info import Add, ModelInfo
 
 

@@ -1,0 +1,177 @@
+"""``canary``: how the candidate is served and judged (parity, quality and champion gates, load phase, tuning)."""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import Field, field_validator, model_validator
+
+from ..safe_text import echo
+from .strict import Tolerances, _Strict
+
+class MetricGate(_Strict):
+    """One quality gate on a metric of the served outputs against ground truth.
+
+    ``threshold``, ``min_absolute_change`` and ``min_relative_change`` mean what they mean in
+    MLflow's ``MetricThreshold`` (and are checked by it): the value must reach ``threshold``; the
+    candidate must *improve* on the champion by at least the absolute / relative change.
+    ``max_absolute_drop`` and ``max_relative_drop`` bound how much *worse* than the champion the
+    candidate may be (MLflow's thresholds cannot say that). ``greater_is_better`` is known for
+    every metric; giving it is optional and must agree.
+    """
+
+    threshold: float | None = None
+    min_absolute_change: float | None = Field(None, gt=0)
+    min_relative_change: float | None = Field(None, ge=0, le=1)
+    max_absolute_drop: float | None = Field(None, ge=0)
+    max_relative_drop: float | None = Field(None, ge=0)
+    greater_is_better: bool | None = None
+
+    @field_validator("threshold", "min_absolute_change", "min_relative_change", "max_absolute_drop", "max_relative_drop")
+    @classmethod
+    def _finite(cls, v: float | None) -> float | None:
+        if v is not None and not math.isfinite(v):
+            raise ValueError("must be a finite number")
+        return v
+
+    @model_validator(mode="after")
+    def _something(self) -> "MetricGate":
+        if all(getattr(self, f) is None for f in ("threshold", "min_absolute_change", "min_relative_change",
+                                                   "max_absolute_drop", "max_relative_drop")):
+            raise ValueError("a quality gate needs at least one of threshold, min_absolute_change, min_relative_change, "
+                             "max_absolute_drop, max_relative_drop (or null to turn a default gate off)")
+        return self
+
+    @property
+    def change_gated(self) -> bool:
+        """Whether it compares with the champion (so needs one)."""
+        return any(getattr(self, f) is not None for f in ("min_absolute_change", "min_relative_change",
+                                                           "max_absolute_drop", "max_relative_drop"))
+
+
+#: the quality gates in force for a task when ``canary.quality`` does not name the metric:
+#: no more than one point of accuracy lost against production; RMSE no more than 5% worse
+DEFAULT_QUALITY_GATES: dict[str, dict[str, MetricGate]] = {
+    "classification": {"accuracy": MetricGate(max_absolute_drop=0.01)},
+    "regression": {"rmse": MetricGate(max_relative_drop=0.05)},
+}
+
+
+class ChampionGates(_Strict):
+    """``canary.champion``: how alike the candidate and the production champion must answer (no ground truth needed).
+
+    ``min_agreement``: the share of rows whose top-1 label equals the champion's (default 0.9).
+    ``max_psi``: the population stability index between the two models' predicted class
+    frequencies (default 0.25, the usual "significant shift" mark). ``max_ks``: for numeric
+    predictions (regressors), the two-sample Kolmogorov-Smirnov statistic (default 0.2).
+    """
+
+    min_agreement: float = Field(0.9, ge=0, le=1)
+    max_psi: float = Field(0.25, ge=0)
+    max_ks: float = Field(0.2, ge=0, le=1)
+
+
+class LoadSpec(_Strict):
+    """``canary.load``: the load phase after the correctness replay, measured as perf_analyzer measures.
+
+    ``concurrency`` requests of ``batch_rows`` golden rows are kept in flight; a ``warmup_s``
+    warm-up is discarded; windows of ``window_s`` run until the last ``stable_windows`` agree on
+    p50 and p99 within ``stability`` (relative) or ``budget_s`` of measuring is spent. Candidate
+    and champion alternate window by window. Gates: any request error; the candidate's p99 at most
+    ``max_p99_ratio`` x the champion's; its throughput at least ``min_throughput_ratio`` x the
+    champion's; ``canary.p99_ms`` (an absolute SLO) when set.
+    """
+
+    enabled: bool = True
+    concurrency: int = Field(4, ge=1, le=256)
+    batch_rows: int = Field(16, ge=1)
+    warmup_s: float = Field(1.0, ge=0, le=600)
+    window_s: float = Field(1.0, gt=0, le=600)
+    stable_windows: int = Field(3, ge=2, le=20)
+    stability: float = Field(0.1, gt=0, le=1)
+    budget_s: float = Field(20.0, gt=0, le=3600)
+    request_timeout_s: float = Field(30.0, gt=0)
+    max_p99_ratio: float = Field(1.25, gt=0)
+    min_throughput_ratio: float = Field(0.8, gt=0)
+
+
+class TuneSpec(_Strict):
+    """``canary.tune``: search a serving configuration for the release's leaf models on the canary.
+
+    Off by default. Trials cover ``instances`` x (no dynamic batching, or dynamic batching with each
+    of ``max_queue_delay_us`` and ``preferred_batch_sizes``), each measured for ``trial_s`` under
+    the load phase's concurrency and batch size, within ``budget_s``. The fastest trial whose p99
+    meets the SLO (``canary.p99_ms``) and the champion ratio is written into the release's
+    config.pbtxt (re-linted), then confirmed against the template's own configuration; the trials
+    are recorded in the report and the manifest.
+    """
+
+    enabled: bool = False
+    budget_s: float = Field(90.0, gt=0, le=3600)
+    trial_s: float = Field(1.5, gt=0, le=600)
+    instances: list[int] = Field([1, 2], min_length=1)
+    dynamic_batching: list[bool] = Field([False, True], min_length=1)
+    max_queue_delay_us: list[int] = Field([100, 2000], min_length=1)
+    preferred_batch_sizes: list[list[int]] = Field([[]], min_length=1)
+
+    @field_validator("instances")
+    @classmethod
+    def _instances(cls, v: list[int]) -> list[int]:
+        if any(i < 1 or i > 64 for i in v):
+            raise ValueError(f"instance counts must be 1..64, got {v}")
+        return v
+
+
+class CanarySpec(_Strict):
+    """``canary``: how the candidate is served and judged.
+
+    ``tolerances`` / ``min_label_agreement``: parity of the served outputs with the native model.
+    ``quality``: gates on ground truth, metric name -> :class:`MetricGate` (null turns a default
+    off), merged over :data:`DEFAULT_QUALITY_GATES`. ``champion``: :class:`ChampionGates`.
+    ``concurrency``, ``batch_rows``: the correctness replay; ``load``: the load phase
+    (:class:`LoadSpec`); ``p99_ms``: an absolute latency SLO on the load phase's p99; ``tune``:
+    :class:`TuneSpec`; ``expectations``: the great-expectations suite over the outputs.
+    """
+
+    tolerances: Tolerances = Tolerances()
+    min_label_agreement: float = Field(1.0, ge=0, le=1)
+    concurrency: int = Field(4, ge=1, le=256)
+    batch_rows: int = Field(32, ge=1)
+    p99_ms: float | None = Field(None, gt=0)
+    expectations: bool = True
+    ready_timeout_s: float = Field(60, gt=0)
+    quality: dict[str, MetricGate | None] = {}
+    champion: ChampionGates = ChampionGates()
+    load: LoadSpec = LoadSpec()
+    tune: TuneSpec = TuneSpec()
+
+    @field_validator("quality")
+    @classmethod
+    def _known_metrics(cls, v: dict[str, MetricGate | None]) -> dict[str, MetricGate | None]:
+        from ..metrics import METRICS
+
+        for name, gate in v.items():
+            metric = METRICS.get(name)
+            if metric is None:
+                raise ValueError(f"canary.quality.{echo(name)[1:-1]} is not a metric; valid: {', '.join(METRICS)}")
+            if gate is not None and gate.greater_is_better is not None and gate.greater_is_better != metric.greater_is_better:
+                raise ValueError(
+                    f"canary.quality.{name}.greater_is_better is {gate.greater_is_better} but for {name} "
+                    f"{'greater' if metric.greater_is_better else 'lower'} is better; leave greater_is_better out"
+                )
+        return v
+
+    def quality_gates(self, task: str) -> dict[str, MetricGate]:
+        """The gates in force for ``classification`` or ``regression``: defaults, then the spec's."""
+        from ..metrics import METRICS
+
+        gates = dict(DEFAULT_QUALITY_GATES.get(task, {}))
+        for name, gate in self.quality.items():
+            if METRICS[name].task != task:
+                continue
+            if gate is None:
+                gates.pop(name, None)
+            else:
+                gates[name] = gate
+        return gates
+

@@ -1,0 +1,156 @@
+"""The spec's sections other than the repository and the canary: model, golden, export, tensorrt, promote."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from .. import names
+from ..safe_text import echo
+from .strict import Tolerance, Tolerances, _Strict
+
+#: the highest model version the registry stores (MLflow keeps versions as 32-bit integers)
+MAX_MODEL_VERSION = 2**31 - 1
+
+
+class ModelRef(_Strict):
+    name: str
+    alias: str | None = None
+    version: int | None = Field(None, ge=1, le=MAX_MODEL_VERSION)
+
+    @field_validator("name")
+    @classmethod
+    def _registered_name(cls, v: str) -> str:
+        if not names.is_registered_model(v):
+            raise ValueError(f"{echo(v)} is not a registered model name: {names.REGISTERED_MODEL_RULE}")
+        return v
+
+    @field_validator("alias")
+    @classmethod
+    def _alias(cls, v: str | None) -> str | None:
+        if v is not None and not names.is_alias(v):
+            raise ValueError(f"{echo(v)} is not a valid MLflow alias (letters, digits, _ and -, starting with a letter "
+                             "or _), for example candidate")
+        return v
+
+    @model_validator(mode="after")
+    def _one_of(self) -> "ModelRef":
+        if (self.alias is None) == (self.version is None):
+            raise ValueError("give exactly one of model.alias (e.g. candidate) or model.version (e.g. 3)")
+        return self
+
+    @property
+    def uri(self) -> str:
+        return f"models:/{self.name}@{self.alias}" if self.alias else f"models:/{self.name}/{self.version}"
+
+
+#: golden.min_rows when the spec gives none: fewer rows than this judge nothing
+DEFAULT_MIN_GOLDEN_ROWS = 100
+
+
+class GoldenSpec(_Strict):
+    """``golden``: the rows every gate replays.
+
+    ``source`` is ``input_example`` (the rows logged with the model) or ``file`` (``path``: an
+    .npz or .parquet file relative to the spec); at most ``rows`` rows are used, read
+    ``batch_rows`` at a time. ``target`` names the file's ground-truth column (class values or
+    label names for a classifier, numbers for a regressor); without it the quality gates are
+    skipped and the report says so. A golden set of fewer than ``min_rows`` rows (default 100)
+    is refused; lowering it is recorded in the report. NaN or infinite inputs are refused unless
+    ``allow_nonfinite_inputs`` is true (for models that take missing values).
+    """
+
+    source: Literal["input_example", "file"] = "input_example"
+    path: str | None = None
+    rows: int = Field(4096, ge=1)
+    batch_rows: int = Field(1024, ge=1)
+    target: str | None = Field(None, min_length=1)
+    min_rows: int = Field(DEFAULT_MIN_GOLDEN_ROWS, ge=1)
+    #: NaN/Inf in golden inputs are refused unless the model takes missing values (tree ensembles)
+    allow_nonfinite_inputs: bool = False
+
+    @model_validator(mode="after")
+    def _path_when_file(self) -> "GoldenSpec":
+        if self.source == "file" and not self.path:
+            raise ValueError("golden.path is required when golden.source is 'file' (an .npz or .parquet file)")
+        if self.path and not self.path.endswith((".npz", ".parquet")):
+            raise ValueError(f"golden.path {echo(self.path)} must end in .npz or .parquet")
+        if self.path and "\x00" in self.path:
+            raise ValueError(f"golden.path {echo(self.path)} holds a NUL character")
+        if self.target is not None and self.source != "file":
+            raise ValueError(
+                f"golden.target {echo(self.target)} names a ground-truth column, which only a golden file has; "
+                "set golden.source: file and golden.path (an .npz or .parquet file holding the inputs and the target)"
+            )
+        if self.min_rows > self.rows:
+            raise ValueError(f"golden.min_rows {self.min_rows} exceeds golden.rows {self.rows}; raise golden.rows")
+        return self
+
+
+class ExportSpec(_Strict):
+    opset: int = Field(17, ge=9, le=23)
+    tolerances: Tolerances = Tolerances()
+    #: share of rows whose label outputs (integer/string classes) must agree with the native model
+    min_label_agreement: float = Field(1.0, ge=0, le=1)
+    simplify: bool = False
+    cache: bool = True
+
+
+class ShapeRange(_Strict):
+    """``tensorrt.shapes.<input>``: the range of an input's non-batch dimensions in the TensorRT
+    profile, each a list as long as the input's dims (the batch dimension comes from
+    ``repository.max_batch_size``). Fixed dimensions repeat their size."""
+
+    min: list[int]
+    opt: list[int]
+    max: list[int]
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "ShapeRange":
+        if not (len(self.min) == len(self.opt) == len(self.max)):
+            raise ValueError(f"min {self.min}, opt {self.opt} and max {self.max} must have the same length (the input's dims)")
+        if any(d < 1 for d in self.min) or any(not (a <= b <= c) for a, b, c in zip(self.min, self.opt, self.max)):
+            raise ValueError(f"need 1 <= min <= opt <= max in every dimension, got min {self.min}, opt {self.opt}, max {self.max}")
+        return self
+
+
+class TensorRTSpec(_Strict):
+    mode: Literal["off", "prefer", "require"] = "off"
+    precision: Literal["fp32", "fp16", "bf16", "int8"] = "fp16"
+    tolerances: Tolerances = Tolerances(default=Tolerance(atol=1e-2, rtol=1e-2))
+    workspace_mb: int = Field(2048, ge=64)
+    #: input name -> the profile range of its dynamic non-batch dimensions (see :class:`ShapeRange`)
+    shapes: dict[str, ShapeRange] = {}
+
+
+class PromoteSpec(_Strict):
+    store: str = "s3://model-store/releases"
+    channel: str = "production"
+    mlflow_alias: str | None = "production"
+    #: acknowledges an interface break against the production champion: the reason, recorded in the manifest
+    breaking_change: str | None = Field(None, min_length=1)
+
+    @field_validator("mlflow_alias")
+    @classmethod
+    def _alias(cls, v: str | None) -> str | None:
+        if v is not None and not names.is_alias(v):
+            raise ValueError(f"promote.mlflow_alias {echo(v)} is not a valid MLflow alias (letters, digits, _ and -)")
+        return v
+
+    @field_validator("store")
+    @classmethod
+    def _store_uri(cls, v: str) -> str:
+        if not re.fullmatch(r"(s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/[^\n]*)?|file:///[^\n]+)", v):
+            raise ValueError(
+                f"promote.store {echo(v)} is not a store URI; valid: s3://BUCKET[/PREFIX] or file:///ABSOLUTE/PATH"
+            )
+        return v.rstrip("/")
+
+    @field_validator("channel")
+    @classmethod
+    def _channel(cls, v: str) -> str:
+        if not names.is_name(v):
+            raise ValueError(f"promote.channel {echo(v)} must be letters, digits, _ and -, starting with a letter")
+        return v

@@ -1,0 +1,131 @@
+"""``repository``: the shape of the Triton repository a release becomes (classifier, cascade, fanout, single)."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from ..safe_text import echo
+from .strict import _Strict
+
+#: a cascade or fanout member that is this release's own exported model
+RELEASE = "release"
+_MEMBER_RE = re.compile(r"[a-z][a-z0-9_]{0,30}")
+_TENSOR_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+
+
+class DynamicBatching(_Strict):
+    max_queue_delay_microseconds: int = Field(100, ge=0)
+    preferred_batch_size: list[int] = []
+
+
+def _member_source(value: str) -> str:
+    if value == RELEASE:
+        return value
+    if not value.endswith(".onnx") or "\x00" in value:
+        raise ValueError(f"a member must be 'release' or a path to an .onnx file, not {echo(value)}")
+    return value
+
+
+def _tensor_name(value: str) -> str:
+    if not _TENSOR_RE.fullmatch(value):
+        raise ValueError(f"{echo(value)} is not a tensor name (letters, digits and _, not starting with a digit)")
+    return value
+
+
+class CascadeSpec(_Strict):
+    """``repository.cascade``: a small model first; the large one only for rows it is unsure of.
+
+    ``small`` and ``large`` are ``release`` or a path to an .onnx file (one must be ``release``);
+    a row is sure when its highest ``output`` value is at least ``threshold`` (in (0, 1]).
+    Models ``<name>_small`` and ``<name>_large`` are called by the BLS router ``<name>``.
+    """
+
+    small: str = RELEASE
+    large: str
+    threshold: float = Field(gt=0, le=1)
+    output: str = "probabilities"
+
+    _source = field_validator("small", "large")(_member_source)
+    _tensor = field_validator("output")(_tensor_name)
+
+    @field_validator("threshold")
+    @classmethod
+    def _finite(cls, v: float) -> float:
+        if not math.isfinite(v):
+            raise ValueError("must be a finite number in (0, 1]")
+        return v
+
+    @model_validator(mode="after")
+    def _one_release(self) -> "CascadeSpec":
+        if RELEASE not in (self.small, self.large):
+            raise ValueError("one of repository.cascade.small or .large must be 'release' (this release's model)")
+        return self
+
+    def members(self) -> dict[str, str]:
+        return {"small": self.small, "large": self.large}
+
+
+class FanoutSpec(_Strict):
+    """``repository.fanout``: several models asked concurrently, one output combined elementwise.
+
+    ``members`` maps a short key (lower-case, it becomes model ``<name>_<key>``) to ``release`` or
+    an .onnx path; ``combine`` is ``mean`` (default), ``max`` or ``min``.
+    """
+
+    members: dict[str, str] = Field(min_length=2, max_length=16)
+    output: str = "probabilities"
+    combine: Literal["mean", "max", "min"] = "mean"
+
+    _tensor = field_validator("output")(_tensor_name)
+
+    @field_validator("members")
+    @classmethod
+    def _members(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, source in v.items():
+            if not _MEMBER_RE.fullmatch(key):
+                raise ValueError(
+                    f"member key {echo(key)} must be lower-case letters, digits and _ "
+                    "(at most 31, starting with a letter): it becomes part of a model name"
+                )
+            _member_source(source)
+        if RELEASE not in v.values():
+            raise ValueError("one of repository.fanout.members must be 'release' (this release's model)")
+        return v
+
+
+_SHAPE_EXAMPLES = {
+    "cascade": "{small: release, large: large.onnx, threshold: 0.9}",
+    "fanout": "{members: {a: release, b: b.onnx}}",
+}
+
+
+class RepositorySpec(_Strict):
+    shape: Literal["classifier", "cascade", "fanout", "single"] = "classifier"
+    max_batch_size: int = Field(64, ge=0, le=1 << 20)
+    instances: int = Field(1, ge=1, le=64)
+    dynamic_batching: DynamicBatching | None = DynamicBatching()
+    labels: list[str] | None = None
+    top_k: int = Field(1, ge=1)
+    preprocess: bool = False
+    model_version: int | None = Field(None, ge=1)
+    cascade: CascadeSpec | None = None
+    fanout: FanoutSpec | None = None
+
+    @model_validator(mode="after")
+    def _block_for_shape(self) -> "RepositorySpec":
+        for block in ("cascade", "fanout"):
+            given = getattr(self, block) is not None
+            if self.shape == block and not given:
+                raise ValueError(
+                    f"repository.shape is {block!r} but repository.{block} is missing; add e.g. {block}: {_SHAPE_EXAMPLES[block]}"
+                )
+            if given and self.shape != block:
+                raise ValueError(
+                    f"repository.{block} is given but repository.shape is {self.shape!r}; set shape: {block} or remove the block"
+                )
+        return self
+
