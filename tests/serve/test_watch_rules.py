@@ -17,8 +17,8 @@ from pydantic import ValidationError
 
 from model_release.errors import ServiceUnavailable, SpecError
 from model_release.serve.watch import (
-    FAIL, INCONCLUSIVE, PASS, HttpProbe, Limit, MetricsReader, ProbeResult, Release, WatchedServer, WatchFailed,
-    WatchInconclusive, WatchSpec, load_probe_bodies, watch_wave,
+    FAIL, INCONCLUSIVE, PASS, HttpProbe, MetricsReader, ProbeResult, Release, WatchedServer, WatchFailed,
+    WatchInconclusive, WatchLimit, WatchSpec, load_probe_bodies, watch_wave,
 )
 from model_release.serve.watch.figures import ServerInterval, counter_delta, model_delta
 from model_release.serve.watch.metrics import MetricsFormatError, ModelFigures, parse_metrics
@@ -196,19 +196,19 @@ def test_a_reset_mid_watch_is_no_negative_rate_and_the_measurement_says_reset(cl
 
 # ---- limits ----------------------------------------------------------------------------------
 def test_a_limit_takes_the_lower_of_absolute_and_ratio_and_floors_the_old_figure():
-    limit = Limit(absolute=0.01, ratio=2.0, floor=0.005)
+    limit = WatchLimit(absolute=0.01, ratio=2.0, floor=0.005)
     assert limit.ceiling(0.0) == (0.01, "absolute")  # 2 x max(0, 0.5%) = 1%: not below the absolute
     assert limit.ceiling(0.002) == (0.01, "absolute")
     assert limit.ceiling(0.0045) == (0.01, "absolute")  # floored to 0.5%
-    assert Limit(absolute=0.05, ratio=2.0, floor=0.005).ceiling(0.02) == (0.04, "ratio")
+    assert WatchLimit(absolute=0.05, ratio=2.0, floor=0.005).ceiling(0.02) == (0.04, "ratio")
     assert limit.ceiling(None) == (0.01, "absolute")
-    assert Limit(ratio=1.5).ceiling(None) == (None, "none")
-    assert Limit(ratio=1.5, floor=1000).ceiling(200) == (1500, "ratio")
+    assert WatchLimit(ratio=1.5).ceiling(None) == (None, "none")
+    assert WatchLimit(ratio=1.5, floor=1000).ceiling(200) == (1500, "ratio")
 
 
 @pytest.mark.parametrize("failures, status", [(10, PASS), (11, FAIL)])
 def test_error_rate_absolute_just_inside_and_just_outside(failures, status):
-    m = judge(spec(error_rate=Limit(absolute=0.01)), [interval(requests=1000, failures=failures)], [])
+    m = judge(spec(error_rate=WatchLimit(absolute=0.01)), [interval(requests=1000, failures=failures)], [])
     assert m.status == status
     if status == FAIL:
         assert m.reason == "error rate 1.1% against no figure, limit 1.0%"
@@ -216,7 +216,7 @@ def test_error_rate_absolute_just_inside_and_just_outside(failures, status):
 
 @pytest.mark.parametrize("failures, status", [(20, PASS), (21, FAIL)])
 def test_error_rate_ratio_to_the_old_release_just_inside_and_just_outside(failures, status):
-    watch = spec(error_rate=Limit(ratio=2.0))
+    watch = spec(error_rate=WatchLimit(ratio=2.0))
     m = judge(watch, [interval(requests=1000, failures=failures)], [interval("o1", "old", 1000, failures=10)])
     assert m.status == status
     if status == FAIL:
@@ -243,13 +243,13 @@ def test_mean_times_ratio_just_inside_and_just_outside(figure, field_name, key, 
 @pytest.mark.parametrize("field_name, key", [("mean_request_us", "mean_us"), ("mean_queue_us", "queue_us")])
 @pytest.mark.parametrize("new_us, status", [(20000, PASS), (20001, FAIL)])
 def test_mean_times_absolute_just_inside_and_just_outside(field_name, key, new_us, status):
-    watch = spec(**{field_name: Limit(absolute=20000)})
+    watch = spec(**{field_name: WatchLimit(absolute=20000)})
     m = judge(watch, [interval(requests=100, **{key: new_us})], [])
     assert m.status == status
 
 
 def test_means_count_successes_only():
-    m = judge(spec(mean_request_us=Limit(absolute=2000)), [interval(requests=100, failures=0, mean_us=2000)], [])
+    m = judge(spec(mean_request_us=WatchLimit(absolute=2000)), [interval(requests=100, failures=0, mean_us=2000)], [])
     assert m.status == PASS
     d = interval(requests=100, failures=50, mean_us=2000).as_dict()
     assert d["mean_request_us"] == 2000  # 50 successes x 2000 us over 50, not over 100
@@ -268,7 +268,7 @@ def test_p99_per_server_against_the_old_servers_highest_just_inside_and_outside(
 
 @pytest.mark.parametrize("p99, status", [(50000, PASS), (50001, FAIL)])
 def test_p99_absolute_just_inside_and_just_outside(p99, status):
-    m = judge(spec(p99_us=Limit(absolute=50000)), [interval(requests=100, p99_us=p99)], [])
+    m = judge(spec(p99_us=WatchLimit(absolute=50000)), [interval(requests=100, p99_us=p99)], [])
     assert m.status == status
 
 
@@ -441,7 +441,7 @@ def test_the_spec_refuses_rules_that_could_never_decide():
     with pytest.raises(ValidationError, match="true is a boolean, not a number"):
         WatchSpec(min_requests=True)
     with pytest.raises(ValidationError, match="greater than or equal to 1"):
-        Limit(ratio=0.9)
+        WatchLimit(ratio=0.9)
     with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
         WatchSpec(bake=30)
 

@@ -14,6 +14,7 @@ from .canary import CanarySpec
 from .loader import parse_yaml, read_spec_text
 from .schedule import check_schedule
 from .sections import ExportSpec, GoldenSpec, ModelRef, PromoteSpec, TensorRTSpec
+from .serve import ServeSpec
 from .shapes import RepositorySpec
 from .strict import _Strict
 
@@ -32,6 +33,7 @@ class ReleaseSpec(_Strict):
     repository: RepositorySpec = RepositorySpec()
     canary: CanarySpec = CanarySpec()
     promote: PromoteSpec = PromoteSpec()
+    serve: ServeSpec = ServeSpec()
     #: where the spec was read from (for resolving relative paths and naming it in messages);
     #: set by load_spec, not part of the YAML
     base_dir: str | None = None

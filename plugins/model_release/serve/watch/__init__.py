@@ -4,7 +4,7 @@ The roll-out calls :func:`watch_wave` after each wave and acts on the :class:`Wa
 (pass: next wave; fail: roll back; inconclusive: hold and ask a person). Modules, in the order data
 flows through them:
 
-- :mod:`.spec`: ``serve.watch`` (:class:`WatchSpec`): bake time, interval, minimum requests,
+- :mod:`model_release.spec.serve`: ``serve.watch`` (:class:`WatchSpec`, in the release spec): bake time, interval, minimum requests,
   limits (absolute and ratio to the old release), failures before rollback, budget, probes.
 - :mod:`.metrics`: reads a server's ``/metrics`` (Prometheus text) into a :class:`Snapshot`.
 - :mod:`.figures`: two snapshots -> one server's interval figures, counter resets handled.
@@ -17,11 +17,11 @@ from .figures import ProbeResult, Release, ServerInterval
 from .metrics import MetricsReader, Snapshot, WatchedServer
 from .probe import HttpProbe, load_probe_bodies
 from .rules import FAIL, INCONCLUSIVE, PASS, Measurement
-from .spec import Limit, ProbeSpec, WatchSpec
+from ...spec.serve import ProbeSpec, ServeSpec, WatchLimit, WatchSpec
 from .wave import Clock, WatchFailed, WatchInconclusive, WatchVerdict, watch_wave
 
 __all__ = [
-    "FAIL", "INCONCLUSIVE", "PASS", "Clock", "HttpProbe", "Limit", "Measurement", "MetricsReader", "ProbeResult",
+    "FAIL", "INCONCLUSIVE", "PASS", "Clock", "HttpProbe", "WatchLimit", "ServeSpec", "Measurement", "MetricsReader", "ProbeResult",
     "ProbeSpec", "Release", "ServerInterval", "Snapshot", "WatchFailed", "WatchInconclusive", "WatchSpec",
     "WatchVerdict", "WatchedServer", "load_probe_bodies", "watch_wave",
 ]

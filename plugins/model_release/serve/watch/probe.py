@@ -11,7 +11,7 @@ callable ``(server, release) -> ProbeResult`` called once per server and interva
 - a callable of the user's own (``own_requests=False`` in its results): errors that the user's
   clients or load balancer saw; its requests are user traffic, not extra.
 
-A third, :attr:`.spec.WatchSpec.error_signal`, is a counter in the servers' own metrics endpoint
+A third, :attr:`model_release.spec.serve.WatchSpec.error_signal`, is a counter in the servers' own metrics endpoint
 that a python step increments (Triton's custom metrics API); :mod:`.figures` reads it.
 """
 

@@ -3,7 +3,7 @@
 A measurement is one interval's figures of the servers on the new release and of those still on
 the old one (:mod:`.figures`). Its status:
 
-- ``fail``: a judged figure is over its ceiling (:meth:`.spec.Limit.ceiling`); the sentence says
+- ``fail``: a judged figure is over its ceiling (:meth:`model_release.spec.serve.WatchLimit.ceiling`); the sentence says
   the figure, the new value, the old one and the limit: ``error rate 4.1% against 0.0%, limit 1%``.
 - ``inconclusive``: the new release had less than ``min_requests`` requests of user traffic in
   the interval, or a figure with a limit could not be read (a p99 missing from a server's summary).
@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .figures import ServerInterval, Totals
-from .spec import (
+from ...spec.serve import (
     ERROR_RATE, FIGURES, MEAN_QUEUE, MEAN_REQUEST, P99, PROBE_ERROR_RATE, RATES, SIGNAL_ERROR_RATE, WatchSpec,
 )
 

@@ -30,7 +30,7 @@ from ...errors import GateError, ModelReleaseError
 from .figures import ProbeResult, Release, Totals, server_interval
 from .metrics import Snapshot, WatchedServer
 from .rules import FAIL, INCONCLUSIVE, PASS, Baseline, Measurement, judge, release_figures
-from .spec import P99, WatchSpec
+from ...spec.serve import P99, WatchSpec
 
 #: reads one server's metrics endpoint (:class:`.metrics.MetricsReader`)
 Sampler = Callable[[WatchedServer], Snapshot]
@@ -160,33 +160,45 @@ def watch_wave(
         raise ValueError("watch_wave needs at least one server on the new release")
     roles = [(s, "new", new_release) for s in new_servers]
     roles += [(s, "old", old_release) for s in old_servers if old_release is not None]
-    servers = [s for s, _, _ in roles]
     start = clock.monotonic()
-    before = _sample(servers, sampler)
+    before = _sample([s for s, _, _ in roles], sampler)
     measurements: list[Measurement] = []
     while True:
         clock.sleep(spec.interval_s)
-        probes = {s.name: probe(s, r) for s, _, r in roles} if probe is not None else {}
-        after = _sample(servers, sampler)
-        intervals = [
-            server_interval(before[s.name], after[s.name], role, r, probe=probes.get(s.name),
-                            error_signal=spec.error_signal)
-            for s, role, r in roles
-        ]
-        before = after
-        elapsed = clock.monotonic() - start
-        m = judge(spec, [i for i in intervals if i.role == "new"], [i for i in intervals if i.role == "old"],
-                  baseline=baseline, index=len(measurements), at_s=elapsed)
+        m, before = _measure(spec, roles, before, sampler, probe, baseline, len(measurements), clock, start)
         measurements.append(m)
         if log is not None:
-            log(f"watch {new_release.label} measurement {m.index + 1} at {elapsed:.0f} s: {m.status}: {m.reason}")
-        decided = _decide(spec, measurements, elapsed)
+            log(f"watch {new_release.label} measurement {m.index + 1} at {m.at_s:.0f} s: {m.status}: {m.reason}")
+        decided = _decide(spec, measurements, m.at_s)
         if decided is not None:
             outcome, sentence, what_to_do = decided
             return WatchVerdict(
                 outcome, sentence, what_to_do, new_release.label, old_release.label if old_release else None,
-                elapsed, tuple(measurements), _baseline(measurements, baseline),
+                m.at_s, tuple(measurements), _baseline(measurements, baseline),
             )
+
+
+def _measure(
+    spec: WatchSpec,
+    roles: Sequence[tuple[WatchedServer, str, Release]],
+    before: dict[str, Snapshot],
+    sampler: Sampler,
+    probe: Probe | None,
+    baseline: Baseline | None,
+    index: int,
+    clock: Clock,
+    start: float,
+) -> tuple[Measurement, dict[str, Snapshot]]:
+    """One interval: send the probes, read every server, judge; returns the measurement and the new snapshots."""
+    probes = {s.name: probe(s, r) for s, _, r in roles} if probe is not None else {}
+    after = _sample([s for s, _, _ in roles], sampler)
+    intervals = [
+        server_interval(before[s.name], after[s.name], role, r, probe=probes.get(s.name), error_signal=spec.error_signal)
+        for s, role, r in roles
+    ]
+    m = judge(spec, [i for i in intervals if i.role == "new"], [i for i in intervals if i.role == "old"],
+              baseline=baseline, index=index, at_s=clock.monotonic() - start)
+    return m, after
 
 
 def _baseline(ms: Sequence[Measurement], earlier: Baseline | None) -> dict[str, float]:

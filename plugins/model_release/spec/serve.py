@@ -1,9 +1,11 @@
-"""``serve.watch``: the rules the watch applies after each roll-out wave.
+"""``serve``: how a promoted release reaches the serving Tritons; ``serve.watch``, the watch after each wave.
+
+``serve.watch`` holds the rules the watch (:mod:`model_release.serve.watch`) applies after each roll-out wave.
 
 A wave is watched for ``bake_s`` seconds, one measurement every ``interval_s``. A measurement
 covers one interval and is judged only when the new release answered at least ``min_requests``
 requests of user traffic in it (the watch's own probe requests do not count as traffic); below
-that it is inconclusive. Each figure has a :class:`Limit`: an absolute ceiling, a ratio to the old
+that it is inconclusive. Each figure has a :class:`WatchLimit`: an absolute ceiling, a ratio to the old
 release's figure in the same interval, or both (the lower applies). ``failures`` failing
 measurements roll the wave back; a wave passes once ``bake_s`` has elapsed, its last ``settle``
 measurements were judged and passed, and the bake window held at least ``min_requests`` requests.
@@ -16,9 +18,9 @@ left, from the baseline the roll-out passes (the figures of the earlier waves or
 
 from __future__ import annotations
 
-from typing import Any
+from pydantic import Field, model_validator
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from .strict import _Strict
 
 #: the figures the watch judges, in the order its messages list them
 ERROR_RATE = "error rate"
@@ -32,21 +34,7 @@ FIGURES = (ERROR_RATE, PROBE_ERROR_RATE, SIGNAL_ERROR_RATE, MEAN_REQUEST, MEAN_Q
 RATES = (ERROR_RATE, PROBE_ERROR_RATE, SIGNAL_ERROR_RATE)
 
 
-class _Strict(BaseModel):
-    # the release spec's own rules: no unknown key, no NaN or infinity, no boolean for a number
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _no_booleans_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
-        """YAML reads ``true`` as a boolean, which pydantic would take as 1: refuse it where a number goes."""
-        field = cls.model_fields.get(info.field_name or "")
-        if isinstance(value, bool) and field is not None and field.annotation not in (bool, bool | None):
-            raise ValueError(f"{str(value).lower()} is a boolean, not a number; give a number")
-        return value
-
-
-class Limit(_Strict):
+class WatchLimit(_Strict):
     """A ceiling on one figure of the new release.
 
     ``absolute``: the figure may not exceed it (a share for error rates, microseconds for times).
@@ -75,14 +63,14 @@ class Limit(_Strict):
         return None, "none"
 
 
-def _error_limit() -> Limit:
+def _error_limit() -> WatchLimit:
     # at most double the old release's rate, counted from 0.5% (so 0.0% -> 1%), and never above 5%
-    return Limit(absolute=0.05, ratio=2.0, floor=0.005)
+    return WatchLimit(absolute=0.05, ratio=2.0, floor=0.005)
 
 
-def _time_limit() -> Limit:
+def _time_limit() -> WatchLimit:
     # 1.5 x the old release's figure, counted from 1 ms so that sub-millisecond noise is no failure
-    return Limit(ratio=1.5, floor=1000.0)
+    return WatchLimit(ratio=1.5, floor=1000.0)
 
 
 class ProbeSpec(_Strict):
@@ -129,10 +117,10 @@ class WatchSpec(_Strict):
     failures: int = Field(2, ge=1, le=100)
     settle: int = Field(2, ge=1, le=100)
     budget_s: float = Field(600.0, gt=0, le=7 * 86400)
-    error_rate: Limit = Field(default_factory=_error_limit)
-    mean_request_us: Limit = Field(default_factory=_time_limit)
-    mean_queue_us: Limit = Field(default_factory=_time_limit)
-    p99_us: Limit = Field(default_factory=_time_limit)
+    error_rate: WatchLimit = Field(default_factory=_error_limit)
+    mean_request_us: WatchLimit = Field(default_factory=_time_limit)
+    mean_queue_us: WatchLimit = Field(default_factory=_time_limit)
+    p99_us: WatchLimit = Field(default_factory=_time_limit)
     error_signal: str | None = Field(None, pattern=r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
     probe: ProbeSpec = Field(default_factory=ProbeSpec)
 
@@ -140,8 +128,8 @@ class WatchSpec(_Strict):
     def _consistent(self) -> "WatchSpec":
         if self.interval_s > self.bake_s:
             raise ValueError(
-                f"interval_s {self.interval_s:g} is longer than bake_s {self.bake_s:g}: the wave would pass "
-                "on fewer measurements than settle asks; make interval_s at most bake_s"
+                f"interval_s {self.interval_s:g} is longer than bake_s {self.bake_s:g}: no measurement would end "
+                "within the bake time; make interval_s at most bake_s"
             )
         if self.budget_s < self.bake_s:
             raise ValueError(
@@ -155,8 +143,14 @@ class WatchSpec(_Strict):
             )
         return self
 
-    def limit(self, figure: str) -> Limit:
+    def limit(self, figure: str) -> WatchLimit:
         """The limit of one of :data:`FIGURES` (the three error rates share ``error_rate``)."""
         if figure in RATES:
             return self.error_rate
         return {MEAN_REQUEST: self.mean_request_us, MEAN_QUEUE: self.mean_queue_us, P99: self.p99_us}[figure]
+
+
+class ServeSpec(_Strict):
+    """``serve``: the serving fleet's side of a release (the roll-out's settings join ``watch`` here)."""
+
+    watch: WatchSpec = Field(default_factory=WatchSpec)
