@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from model_release.errors import ServiceUnavailable, SpecError
 from model_release.serve.watch import (
     FAIL, INCONCLUSIVE, PASS, HttpProbe, MetricsReader, ProbeResult, Release, WatchedServer, WatchFailed,
-    WatchInconclusive, WatchLimit, WatchSpec, load_probe_bodies, watch_wave,
+    WatchInconclusive, WatchLimit, WatchSpec, load_probe_bodies, probe_from_spec, watch_wave,
 )
 from model_release.serve.watch.figures import ServerInterval, counter_delta, model_delta
 from model_release.serve.watch.metrics import MetricsFormatError, ModelFigures, parse_metrics
@@ -481,3 +481,29 @@ def test_probe_bodies_come_from_a_json_list_or_a_clear_spec_error(tmp_path):
         load_probe_bodies(tmp_path / "bad.json")
     with pytest.raises(SpecError, match="cannot read .* as JSON"):
         load_probe_bodies(tmp_path / "missing.json")
+
+
+def test_the_probe_comes_from_the_spec_with_its_rows_resolved(tmp_path):
+    (tmp_path / "probe.json").write_text('[{"inputs": [{"name": "X", "shape": [1], "datatype": "FP32", "data": [-1]}]}]')
+    watch = spec(probe={"rows": "probe.json", "requests": 3})
+    probe = probe_from_spec(watch, lambda p: tmp_path / p)
+    assert isinstance(probe, HttpProbe) and probe.requests == 3
+    assert probe_from_spec(spec(), lambda p: tmp_path / p) is None
+
+
+def test_a_watch_turned_off_passes_at_once_and_says_so(clock, fleet):
+    verdict = run(fleet, clock, [fleet.server("n1", NEW)], [], spec(enabled=False))
+    assert verdict.outcome == PASS and verdict.sentence == "not watched: serve.watch.enabled is false"
+    assert fleet.fetched == [] and clock.now == 1000.0
+
+
+def test_slow_reads_do_not_stretch_the_intervals(clock, fleet):
+    new = fleet.server("n1", NEW)
+    fleet.tick = lambda f: f.serve("n1", NEW, 100)
+
+    def slow_sampler(server):
+        clock.now += 0.5  # each read takes half a second
+        return MetricsReader(clock.monotonic, fetch=fleet.fetch)(server)
+
+    verdict = watch_wave([new], [], NEW, OLD, spec(), clock=clock, sampler=slow_sampler)
+    assert [m.at_s for m in verdict.measurements] == [10.5, 20.5, 30.5]  # a stretched one: 11, 21.5, 32

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import SpecError
+from ...spec.serve import WatchSpec
 from .figures import ProbeResult, Release
 from .metrics import WatchedServer
 
@@ -63,6 +64,22 @@ def load_probe_bodies(path: Path) -> list[dict[str, Any]]:
             stage="watch",
         )
     return bodies
+
+
+def probe_from_spec(watch: WatchSpec, resolve_path: Callable[[str], Path]) -> "HttpProbe | None":
+    """The probe ``serve.watch.probe`` asks for (None when it names no ``rows``).
+
+    Args:
+        watch: ``serve.watch``.
+        resolve_path: the release spec's path resolution (``ReleaseSpec.resolve_path``: relative to the spec).
+
+    Raises:
+        SpecError: the rows file cannot be read as request bodies.
+    """
+    if watch.probe.rows is None:
+        return None
+    bodies = load_probe_bodies(resolve_path(watch.probe.rows))
+    return HttpProbe(bodies, requests=watch.probe.requests, timeout_s=watch.probe.timeout_s)
 
 
 class HttpProbe:

@@ -147,7 +147,9 @@ def watch_wave(
         clock: the watch's time (``monotonic``, ``sleep``).
         sampler: reads one server's metrics endpoint.
         probe: a traffic-side error signal called once per server and interval (None: none).
-        baseline: the old release's figures when no server serves it any more (earlier waves, canary).
+        baseline: the old release's figures when no server serves it any more: an earlier wave's
+            ``verdict.baseline``, or the canary's figures of the champion, keyed by the figure names
+            of :data:`model_release.spec.serve.FIGURES` (``{"p99": 2400.0, "error rate": 0.0}``).
         log: where each measurement's one-line summary goes.
 
     Returns:
@@ -158,13 +160,17 @@ def watch_wave(
     """
     if not new_servers:
         raise ValueError("watch_wave needs at least one server on the new release")
+    if not spec.enabled:
+        return WatchVerdict(PASS, "not watched: serve.watch.enabled is false", "", new_release.label,
+                            old_release.label if old_release else None, 0.0, (), dict(baseline or {}))
     roles = [(s, "new", new_release) for s in new_servers]
     roles += [(s, "old", old_release) for s in old_servers if old_release is not None]
     start = clock.monotonic()
     before = _sample([s for s, _, _ in roles], sampler)
     measurements: list[Measurement] = []
     while True:
-        clock.sleep(spec.interval_s)
+        # on a fixed grid from the start, so the time probes and reads take does not stretch the intervals
+        clock.sleep(max(0.0, start + (len(measurements) + 1) * spec.interval_s - clock.monotonic()))
         m, before = _measure(spec, roles, before, sampler, probe, baseline, len(measurements), clock, start)
         measurements.append(m)
         if log is not None:
@@ -193,7 +199,8 @@ def _measure(
     probes = {s.name: probe(s, r) for s, _, r in roles} if probe is not None else {}
     after = _sample([s for s, _, _ in roles], sampler)
     intervals = [
-        server_interval(before[s.name], after[s.name], role, r, probe=probes.get(s.name), error_signal=spec.error_signal)
+        server_interval(before[s.name], after[s.name], role, r, probe=probes.get(s.name),
+                        error_signal=spec.error_signal)
         for s, role, r in roles
     ]
     m = judge(spec, [i for i in intervals if i.role == "new"], [i for i in intervals if i.role == "old"],
