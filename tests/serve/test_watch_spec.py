@@ -16,7 +16,7 @@ def test_a_spec_without_serve_gets_the_default_watch() -> None:
     watch = spec.serve.watch
     assert watch.enabled and (watch.bake_s, watch.interval_s, watch.budget_s) == (120, 10, 600)
     assert watch.error_rate == WatchLimit(absolute=0.05, ratio=2.0, floor=0.005)
-    assert watch.p99_us == WatchLimit(ratio=1.5, floor=1000)
+    assert watch.p99_us == WatchLimit(ratio=1.5, floor=5000) and watch.mean_request_us == WatchLimit(ratio=1.5, floor=1000)
 
 
 def test_a_full_watch_section_from_yaml(tmp_path) -> None:

@@ -34,7 +34,7 @@ typo fails in a second with the field, the bad value and what is valid::
       watch:                         # after each roll-out wave: Triton's metrics, new release vs old
         bake_s: 120                  # interval_s, min_requests, failures, settle, budget_s too
         error_rate: {absolute: 0.05, ratio: 2.0, floor: 0.005}
-        p99_us: {ratio: 1.5, floor: 1000}   # also mean_request_us, mean_queue_us
+        p99_us: {ratio: 1.5, floor: 5000}   # also mean_request_us, mean_queue_us
         probe: {rows: probe.json}    # production-like request bodies the watch sends itself
 
 The package, by job:

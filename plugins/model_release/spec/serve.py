@@ -69,8 +69,14 @@ def _error_limit() -> WatchLimit:
 
 
 def _time_limit() -> WatchLimit:
-    # 1.5 x the old release's figure, counted from 1 ms so that sub-millisecond noise is no failure
+    # 1.5 x the old release's mean, counted from 1 ms so that sub-millisecond noise is no failure
     return WatchLimit(ratio=1.5, floor=1000.0)
+
+
+def _p99_limit() -> WatchLimit:
+    # 1.5 x the old release's p99, counted from 5 ms: one server's tail under shared load moves 2x
+    # at a few milliseconds (measured here with the same model as both releases)
+    return WatchLimit(ratio=1.5, floor=5000.0)
 
 
 class ProbeSpec(_Strict):
@@ -104,7 +110,9 @@ class WatchSpec(_Strict):
         error_rate: at most 2 x the old release's rate, counted from 0.5% (an old 0.0% allows 1%,
             an old 2% allows 4%): a new release is judged against what production already does;
             and never above 5%, whatever the old release does.
-        mean_request_us / mean_queue_us / p99_us: at most 1.5 x the old release's (from 1 ms).
+        mean_request_us / mean_queue_us: at most 1.5 x the old release's (counted from 1 ms).
+        p99_us: at most 1.5 x the old release's highest server p99 (counted from 5 ms: a tail of a
+            few milliseconds moves 2x between two servers of one release under shared load).
         error_signal: the name of a counter in the servers' metrics (a custom metric a python step
             increments, labels ``model`` and ``version``) counting errors the step answered as
             successes; judged as ``signal error rate`` over the entry model's requests.
@@ -120,7 +128,7 @@ class WatchSpec(_Strict):
     error_rate: WatchLimit = Field(default_factory=_error_limit)
     mean_request_us: WatchLimit = Field(default_factory=_time_limit)
     mean_queue_us: WatchLimit = Field(default_factory=_time_limit)
-    p99_us: WatchLimit = Field(default_factory=_time_limit)
+    p99_us: WatchLimit = Field(default_factory=_p99_limit)
     error_signal: str | None = Field(None, pattern=r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
     probe: ProbeSpec = Field(default_factory=ProbeSpec)
 
