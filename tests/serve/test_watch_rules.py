@@ -507,3 +507,21 @@ def test_slow_reads_do_not_stretch_the_intervals(clock, fleet):
 
     verdict = watch_wave([new], [], NEW, OLD, spec(), clock=clock, sampler=slow_sampler)
     assert [m.at_s for m in verdict.measurements] == [10.5, 20.5, 30.5]  # a stretched one: 11, 21.5, 32
+
+
+def test_a_new_server_that_reports_no_figures_for_the_new_release_holds_the_wave(clock, fleet):
+    new = fleet.server("n1", OLD)  # the new version is not loaded there: Triton has no series for it
+    fleet.tick = lambda f: f.serve("n1", OLD, 100)
+    verdict = run(fleet, clock, [new], [], spec())
+    assert verdict.outcome == INCONCLUSIVE
+    assert "n1 reports no figures for iris version 2 (is the new release loaded there?)" in verdict.sentence
+
+
+def test_a_reader_that_breaks_mid_answer_is_unavailable_naming_the_server(clock):
+    import http.client
+
+    def fetch(url: str, timeout: float) -> str:
+        raise http.client.IncompleteRead(b"nv_inference")
+
+    with pytest.raises(ServiceUnavailable, match="server 'n1' .* is unreachable"):
+        MetricsReader(clock.monotonic, fetch=fetch)(WatchedServer("n1", "http://h:8002/metrics"))

@@ -76,6 +76,7 @@ class ServerInterval:
     probe_error: str | None = None
     probes_extra: int = 0
     signal_errors: float | None = None
+    present: bool = True
 
     @property
     def successes(self) -> float:
@@ -140,7 +141,8 @@ def server_interval(
     error_signal: str | None = None,
 ) -> ServerInterval:
     """One server's figures for ``release`` between two of its snapshots."""
-    d, reset = model_delta(before.model(release.entry, release.version), after.model(release.entry, release.version))
+    now = after.model(release.entry, release.version)
+    d, reset = model_delta(before.model(release.entry, release.version), now)
     signal = None
     if error_signal is not None:
         signal, signal_reset = counter_delta(
@@ -152,7 +154,7 @@ def server_interval(
     return ServerInterval(
         server=after.server, role=role, release=release.label, model=release.entry, version=release.version,
         requests=d["success"] + d["failure"], failures=d["failure"], request_us=d["request_us"],
-        queue_us=d["queue_us"], p99_us=after.model(release.entry, release.version).p99_us, reset=reset,
+        queue_us=d["queue_us"], p99_us=now.p99_us, reset=reset, present=now.present,
         probes_sent=probe.sent, probe_errors=probe.errors, probe_error=probe.first_error,
         probes_extra=probe.sent if probe.own_requests else 0, signal_errors=signal,
     )

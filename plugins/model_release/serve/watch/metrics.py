@@ -20,6 +20,7 @@ no Prometheus client); it reads what Triton writes, including escaped label valu
 from __future__ import annotations
 
 import math
+import http.client
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -197,7 +198,7 @@ class MetricsReader:
         """
         try:
             text = self._fetch(server.metrics_url, self.timeout_s)
-        except (OSError, TimeoutError) as exc:
+        except (OSError, http.client.HTTPException) as exc:
             reason = getattr(exc, "reason", None) or exc
             raise ServiceUnavailable(
                 f"the metrics endpoint of server {server.name!r} ({server.metrics_url}) is unreachable ({reason}); "

@@ -18,6 +18,7 @@ that a python step increments (Triton's custom metrics API); :mod:`.figures` rea
 from __future__ import annotations
 
 import json
+import http.client
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
@@ -112,7 +113,7 @@ class HttpProbe:
             self._next += 1
             try:
                 status, text = self._post(url, body, self.timeout_s)
-            except (OSError, TimeoutError) as exc:
+            except (OSError, http.client.HTTPException) as exc:
                 status, text = 0, f"unreachable ({exc})"
             if status != 200:
                 errors += 1

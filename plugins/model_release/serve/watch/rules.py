@@ -5,8 +5,9 @@ the old one (:mod:`.figures`). Its status:
 
 - ``fail``: a judged figure is over its ceiling (:meth:`model_release.spec.serve.WatchLimit.ceiling`); the sentence says
   the figure, the new value, the old one and the limit: ``error rate 4.1% against 0.0%, limit 1%``.
-- ``inconclusive``: the new release had less than ``min_requests`` requests of user traffic in
-  the interval, or a figure with a limit could not be read (a p99 missing from a server's summary).
+- ``inconclusive``: a server on the new release reports no figures for it, the new release had
+  less than ``min_requests`` requests of user traffic in the interval, or a figure with a limit
+  could not be read (a p99 missing from a server's summary).
   Probe requests are judged even then: they are the watch's own traffic.
 - ``pass``: every figure with a ceiling was judged and is at or under it.
 
@@ -165,8 +166,12 @@ def judge(
                 checks.append(_check(spec, P99, interval.p99_us, ref, notes, interval.server))
     judged = tuple(c for c in checks if c is not None)
     failed = [c.sentence for c in sorted(judged, key=lambda c: FIGURES.index(c.figure)) if not c.passed]
+    missing = [f"{i.server} reports no figures for {i.model} version {i.version} (is the new release loaded there?)"
+               for i in new if not i.present]
     if failed:
         status, reason = FAIL, "; ".join(failed)
+    elif missing:
+        status, reason = INCONCLUSIVE, "; ".join(missing)
     elif not enough:
         status = INCONCLUSIVE
         reason = (f"too little traffic: {new_t.traffic:g} requests of user traffic to the new release in this "
