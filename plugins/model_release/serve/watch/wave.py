@@ -3,7 +3,7 @@
 After a wave switched some servers to the new release, the roll-out calls::
 
     verdict = watch_wave(new_servers, old_servers, new_release, old_release, spec.serve.watch,
-                         clock=MonotonicClock(), sampler=MetricsReader(time.monotonic), probe=probe)
+                         clock=Clock(), sampler=MetricsReader(time.monotonic), probe=probe)
     if verdict.outcome == FAIL: roll back, then raise verdict.error()
     if verdict.outcome == INCONCLUSIVE: hold (move nothing), raise verdict.error()
     baseline = verdict.baseline     # the old release's figures, for the last wave's comparison
@@ -27,10 +27,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ...errors import GateError, ModelReleaseError
+from ...spec.serve import P99, WatchSpec
 from .figures import ProbeResult, Release, Totals, server_interval
 from .metrics import Snapshot, WatchedServer
 from .rules import FAIL, INCONCLUSIVE, PASS, Baseline, Measurement, judge, release_figures
-from ...spec.serve import P99, WatchSpec
 
 #: reads one server's metrics endpoint (:class:`.metrics.MetricsReader`)
 Sampler = Callable[[WatchedServer], Snapshot]
