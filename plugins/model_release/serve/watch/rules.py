@@ -24,10 +24,10 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .figures import ServerInterval, Totals
 from ...spec.serve import (
     ERROR_RATE, FIGURES, MEAN_QUEUE, MEAN_REQUEST, P99, PROBE_ERROR_RATE, RATES, SIGNAL_ERROR_RATE, WatchSpec,
 )
+from .figures import ServerInterval, Totals
 
 PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
 
