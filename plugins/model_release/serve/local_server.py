@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     args.repository.mkdir(parents=True, exist_ok=True)
     args.info.unlink(missing_ok=True)
     triton = LocalTriton(args.repository, work_dir=args.repository.parent / "server", ready_timeout=120,
-                         extra_args=SERVING_ARGS)
+                         server_args=SERVING_ARGS)
     triton.start()
     try:
         server = Server(args.name, triton.http_url, str(triton.model_repository), triton.metrics_url)

@@ -30,6 +30,12 @@ typo fails in a second with the field, the bad value and what is valid::
       store: s3://model-store/iris   # or file:///abs/path
       channel: production
       mlflow_alias: production
+    serve:
+      watch:                         # after each roll-out wave: Triton's metrics, new release vs old
+        bake_s: 120                  # interval_s, min_requests, failures, settle, budget_s too
+        error_rate: {absolute: 0.05, ratio: 2.0, floor: 0.005}
+        p99_us: {ratio: 1.5, floor: 5000}   # also mean_request_us, mean_queue_us
+        probe: {rows: probe.json}    # production-like request bodies the watch sends itself
 
 The package, by job:
 
@@ -38,7 +44,7 @@ The package, by job:
 - :mod:`.sections`: ``model``, ``golden``, ``export``, ``tensorrt``, ``promote``;
 - :mod:`.shapes`: ``repository`` and its shapes (cascade, fanout);
 - :mod:`.canary`: ``canary`` (tolerances, quality and champion gates, load phase, tuning);
-- :mod:`.serve`: ``serve`` (the roll-out after promotion, its warm-up rule; the watch joins it);
+- :mod:`.serve`: ``serve`` (the roll-out after promotion, its warm-up rule) and ``serve.watch`` (the watch's rules after each wave);
 - :mod:`.schedule`: ``schedule`` and what Airflow's ``schedule=`` takes for it;
 - :mod:`.loader`: the bounded read and the hardened YAML loader (also ``model-release report``'s read);
 - :mod:`.strict`: the strict base of every section, and the tolerances.
@@ -53,14 +59,15 @@ from .schedule import check_schedule, schedule_value
 from .sections import (
     DEFAULT_MIN_GOLDEN_ROWS, MAX_MODEL_VERSION, ExportSpec, GoldenSpec, ModelRef, PromoteSpec, ShapeRange, TensorRTSpec,
 )
-from .serve import ServeSpec, WarmupSpec
+from .serve import ProbeSpec, ServeSpec, WarmupSpec, WatchLimit, WatchSpec
 from .shapes import RELEASE, CascadeSpec, DynamicBatching, FanoutSpec, RepositorySpec
 from .strict import Tolerance, Tolerances
 
 __all__ = [
     "CanarySpec", "CascadeSpec", "ChampionGates", "DEFAULT_MIN_GOLDEN_ROWS", "DEFAULT_QUALITY_GATES", "DynamicBatching",
     "ExportSpec", "FanoutSpec", "GoldenSpec", "LoadSpec", "MAX_LISTED_ERRORS", "MAX_MODEL_VERSION", "MAX_SPEC_BYTES",
-    "MAX_SPEC_DEPTH", "MAX_SPEC_NODES", "MetricGate", "ModelRef", "PromoteSpec", "RELEASE", "ReleaseSpec",
-    "RepositorySpec", "ServeSpec", "ShapeRange", "TensorRTSpec", "Tolerance", "Tolerances", "TuneSpec", "WarmupSpec", "check_schedule",
+    "MAX_SPEC_DEPTH", "MAX_SPEC_NODES", "MetricGate", "ModelRef", "ProbeSpec", "PromoteSpec", "RELEASE", "ReleaseSpec",
+    "RepositorySpec", "ServeSpec", "ShapeRange", "TensorRTSpec", "Tolerance", "Tolerances", "TuneSpec", "WarmupSpec", "WatchLimit",
+    "WatchSpec", "check_schedule",
     "load_spec", "parse_spec", "parse_yaml", "read_bounded_text", "schedule_value",
 ]

@@ -1,28 +1,189 @@
-"""The ``serve`` section: how a promoted release is rolled out to the channel's serving Tritons.
+"""``serve``: how a promoted release reaches the serving Tritons; ``serve.watch``, the watch after each wave.
 
 The fleet itself (servers, their repositories, credentials) is never in a spec: it is declared
 once per deployment (Airflow connections and a fleet list per channel, or the local stack's fleet
-file). The spec says only how this release is rolled out::
+file). The spec says only how this release is rolled out and watched::
 
     serve:
       rollout: true            # the release DAG rolls out after promotion
       warmup:
         requests: 3            # probe requests straight to each new version before the switch
         factor: 20             # refuse the switch when the first is slower than canary p99 x factor
+      watch: {...}             # the rules after each wave (below)
+
+``serve.watch`` holds the rules the watch (:mod:`model_release.serve.watch`) applies after each roll-out wave.
+
+A wave is watched for ``bake_s`` seconds, one measurement every ``interval_s``. A measurement
+covers one interval and is judged only when the new release answered at least ``min_requests``
+requests of user traffic in it (the watch's own probe requests do not count as traffic); below
+that it is inconclusive. Each figure has a :class:`WatchLimit`: an absolute ceiling, a ratio to the old
+release's figure in the same interval, or both (the lower applies). ``failures`` failing
+measurements roll the wave back; a wave passes once ``bake_s`` has elapsed, its last ``settle``
+measurements were judged and passed, and the bake window held at least ``min_requests`` requests.
+Anything else holds the wave and the watch goes on, up to ``budget_s`` from the wave's start: then
+it stops and asks a person. Silence never promotes.
+
+The old release's figures come from the servers still serving it; in the last wave, where none is
+left, from the baseline the roll-out passes (the figures of the earlier waves or the canary).
 """
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from .strict import _Strict
 
+#: the figures the watch judges, in the order its messages list them
+ERROR_RATE = "error rate"
+PROBE_ERROR_RATE = "probe error rate"
+SIGNAL_ERROR_RATE = "signal error rate"
+MEAN_REQUEST = "mean request time"
+MEAN_QUEUE = "mean queue time"
+P99 = "p99"
+FIGURES = (ERROR_RATE, PROBE_ERROR_RATE, SIGNAL_ERROR_RATE, MEAN_REQUEST, MEAN_QUEUE, P99)
+#: figures that are shares (printed as percentages), the others are microseconds
+RATES = (ERROR_RATE, PROBE_ERROR_RATE, SIGNAL_ERROR_RATE)
+
+
+class WatchLimit(_Strict):
+    """A ceiling on one figure of the new release.
+
+    ``absolute``: the figure may not exceed it (a share for error rates, microseconds for times).
+    ``ratio``: the figure may not exceed ``ratio`` x the old release's figure, where the old figure
+    is taken as at least ``floor`` (so that an old error rate of 0.0% or a 40 us mean does not turn
+    any noise into a failure). With both set the lower ceiling applies; a figure exactly at its
+    ceiling passes. A ratio needs an old figure: without one only ``absolute`` applies.
+    """
+
+    absolute: float | None = Field(None, ge=0)
+    ratio: float | None = Field(None, ge=1)
+    floor: float = Field(0.0, ge=0)
+
+    def ceiling(self, old: float | None) -> tuple[float | None, str]:
+        """The ceiling for the new figure given the old release's, and how it was formed.
+
+        Returns:
+            ``(ceiling, basis)``: ``ceiling`` None when no limit applies; ``basis`` one of
+            ``absolute``, ``ratio``, ``none``.
+        """
+        by_ratio = self.ratio * max(old, self.floor) if self.ratio is not None and old is not None else None
+        if by_ratio is not None and (self.absolute is None or by_ratio < self.absolute):
+            return by_ratio, "ratio"
+        if self.absolute is not None:
+            return self.absolute, "absolute"
+        return None, "none"
+
+
+def _error_limit() -> WatchLimit:
+    # at most double the old release's rate, counted from 0.5% (so 0.0% -> 1%), and never above 5%
+    return WatchLimit(absolute=0.05, ratio=2.0, floor=0.005)
+
+
+def _time_limit() -> WatchLimit:
+    # 1.5 x the old release's mean, counted from 1 ms so that sub-millisecond noise is no failure
+    return WatchLimit(ratio=1.5, floor=1000.0)
+
+
+def _p99_limit() -> WatchLimit:
+    # 1.5 x the old release's p99, counted from 5 ms: one server's tail under shared load moves 2x
+    # at a few milliseconds (measured here with the same model as both releases)
+    return WatchLimit(ratio=1.5, floor=5000.0)
+
+
+class ProbeSpec(_Strict):
+    """``serve.watch.probe``: requests the watch sends itself, so that an error response is seen.
+
+    Triton counts a python step that returns an error response as a success (server#7713), so a
+    failing BLS step never shows in ``nv_inference_request_failure``. With ``rows`` set (a JSON or
+    CSV file of input rows, production-like: the value ranges the golden set lacks), the watch
+    sends ``requests`` requests to every server each interval, one row each in turn, with a
+    ``timeout_s`` each; their error rate is judged as ``probe error rate``.
+    """
+
+    rows: str | None = Field(None, min_length=1)
+    requests: int = Field(4, ge=1, le=64)
+    timeout_s: float = Field(5.0, gt=0, le=60)
+
+
+class WatchSpec(_Strict):
+    """``serve.watch``: how long to watch each wave, how often, and which figures roll it back.
+
+    Defaults, and why:
+        enabled: True; a roll-out without a watch promotes whatever the canary passed.
+        bake_s: 120 s per wave: two of Triton's 60 s p99 summary windows, so the p99 judged last
+            covers only the new release's own traffic.
+        interval_s: 10 s; short enough to roll back within one bake time after ``failures``.
+        min_requests: 20 requests of user traffic per interval before a measurement is judged: one
+            error in fewer would already be 5%.
+        failures: 2 failing measurements roll back (one may be a spike, two in a bake are not).
+        settle: the last 2 measurements must be judged and pass; a figure still moving holds.
+        budget_s: 600 s per wave; past it an inconclusive watch stops and asks a person.
+        error_rate: at most 2 x the old release's rate, counted from 0.5% (an old 0.0% allows 1%,
+            an old 2% allows 4%): a new release is judged against what production already does;
+            and never above 5%, whatever the old release does.
+        mean_request_us / mean_queue_us: at most 1.5 x the old release's (counted from 1 ms).
+        p99_us: at most 1.5 x the old release's highest server p99 (counted from 5 ms: a tail of a
+            few milliseconds moves 2x between two servers of one release under shared load).
+        error_signal: the name of a counter in the servers' metrics (a custom metric a python step
+            increments, labels ``model`` and ``version``) counting errors the step answered as
+            successes; judged as ``signal error rate`` over the entry model's requests.
+    """
+
+    enabled: bool = True
+    bake_s: float = Field(120.0, gt=0, le=86400)
+    interval_s: float = Field(10.0, gt=0, le=3600)
+    min_requests: int = Field(20, ge=1)
+    failures: int = Field(2, ge=1, le=100)
+    settle: int = Field(2, ge=1, le=100)
+    budget_s: float = Field(600.0, gt=0, le=7 * 86400)
+    error_rate: WatchLimit = Field(default_factory=_error_limit)
+    mean_request_us: WatchLimit = Field(default_factory=_time_limit)
+    mean_queue_us: WatchLimit = Field(default_factory=_time_limit)
+    p99_us: WatchLimit = Field(default_factory=_p99_limit)
+    error_signal: str | None = Field(None, pattern=r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+    probe: ProbeSpec = Field(default_factory=ProbeSpec)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "WatchSpec":
+        if self.interval_s > self.bake_s:
+            raise ValueError(
+                f"interval_s {self.interval_s:g} is longer than bake_s {self.bake_s:g}: no measurement would end "
+                "within the bake time; make interval_s at most bake_s"
+            )
+        if self.budget_s < self.bake_s:
+            raise ValueError(
+                f"budget_s {self.budget_s:g} is shorter than bake_s {self.bake_s:g}: the watch would stop before "
+                "the bake time; make budget_s at least bake_s"
+            )
+        if self.settle * self.interval_s > self.budget_s:
+            raise ValueError(
+                f"settle {self.settle} x interval_s {self.interval_s:g} exceeds budget_s {self.budget_s:g}: "
+                "no wave could ever settle; lower settle or raise budget_s"
+            )
+        return self
+
+    def limit(self, figure: str) -> WatchLimit:
+        """The limit of one of :data:`FIGURES` (the three error rates share ``error_rate``)."""
+        if figure in RATES:
+            return self.error_rate
+        return {MEAN_REQUEST: self.mean_request_us, MEAN_QUEUE: self.mean_queue_us, P99: self.p99_us}[figure]
+
 
 class WarmupSpec(_Strict):
+    """``serve.warmup``: requests sent straight to each new version before the entry model switches.
+
+    Defaults, and why: 3 requests (the first pays the lazy initialisation; two more show it is over);
+    a factor of 20 over the canary's p99 (a first request well past that is a model that was not warmed
+    up, Triton server#3473, not noise).
+    """
+
     requests: int = Field(3, ge=0, le=1000)
     factor: float = Field(20.0, gt=1.0, le=10_000.0)
 
 
 class ServeSpec(_Strict):
+    """``serve``: the serving fleet's side of a release: the roll-out, its warm-up rule, and the watch."""
+
     rollout: bool = True
-    warmup: WarmupSpec = WarmupSpec()
+    warmup: WarmupSpec = Field(default_factory=WarmupSpec)
+    watch: WatchSpec = Field(default_factory=WatchSpec)

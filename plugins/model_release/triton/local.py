@@ -29,6 +29,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +91,8 @@ class LocalTriton:
         model_control: ``explicit`` (load through the repository API), ``none`` or ``poll``.
         log_path: the server log; ``<work_dir>/tritonserver.log`` when None.
         env: extra environment for the server (``AWS_ACCESS_KEY_ID``... for an S3 repository).
-        extra_args: more tritonserver flags (a serving Triton: ``--metrics-config=summary_latencies=true``).
+        server_args: more tritonserver arguments, after this class's own (for example
+            ``["--metrics-config=summary_latencies=true"]`` for the p99 summaries the watch reads).
 
     Raises:
         ServiceUnavailable: the runtime venv is missing, the server exits early or is not ready in time
@@ -108,14 +110,14 @@ class LocalTriton:
         log_path: Path | None = None,
         exit_timeout: float = 15,
         env: dict[str, str] | None = None,
-        extra_args: tuple[str, ...] = (),
+        server_args: Sequence[str] = (),
     ) -> None:
         if model_control not in ("explicit", "none", "poll"):
             raise ValueError(f"model_control {model_control!r} is not valid; valid: explicit, none, poll")
         remote = isinstance(model_repository, str) and model_repository.startswith("s3://")
         self.model_repository: Path | str = model_repository if remote else Path(model_repository).resolve()
         self.extra_env = dict(env or {})
-        self.extra_args = tuple(extra_args)
+        self.server_args = list(server_args)
         self.runtime_venv = Path(runtime_venv)
         self._own_work_dir = work_dir is None
         self.work_dir = Path(work_dir) if work_dir is not None else None
@@ -258,7 +260,7 @@ class LocalTriton:
             "--log-verbose=0",
             # python stubs' shared memory under a name of our own, so stop() can remove what a killed stub leaves
             f"--backend-config=python,shm-region-prefix-name={self._shm_prefix}",
-            *self.extra_args,
+            *self.server_args,
         ]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
