@@ -16,7 +16,7 @@ from model_release.store.keys import page_key
 from model_release.types import CanaryResult
 from model_release.workspace import Workspace
 
-from .helpers import history_agrees, make_release
+from .support import history_agrees, make_release
 from .test_channel_page import _rejected_report
 
 

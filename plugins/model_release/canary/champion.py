@@ -111,7 +111,7 @@ def find_champion(
     """
     channel = spec.promote.channel
     if store is not None:
-        from ..store.channels import read_channel
+        from ..store.pointer import read_channel
 
         pointer = read_channel(store, channel)
         if pointer is not None:
