@@ -8,6 +8,10 @@ At DEBUG, botocore logs every request's headers (the key id, the session token) 
 connection; at INFO they say where they found credentials. :func:`quiet_wire_loggers` keeps those
 libraries at WARNING unless they are asked for by name, ``MODEL_RELEASE_DEBUG_LOGGERS=botocore,urllib3``
 (their records are still redacted).
+
+Third-party libraries that talk at INFO (great_expectations logs about 200 records at import,
+MLflow and alembic a few per release) are kept at WARNING too: :func:`quiet_chatty_loggers`, unless
+``verbose`` (the CLI's ``--verbose``) or ``MODEL_RELEASE_DEBUG_LOGGERS`` names them.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from .safe_text import one_line, redact
 
 #: libraries whose DEBUG records are the bytes on the wire (headers, signatures, bodies)
 WIRE_LOGGERS = ("botocore", "boto3", "s3transfer", "urllib3", "requests", "aiobotocore", "httpx", "httpcore")
+#: libraries whose INFO records are chatter to a person at a terminal (kept at WARNING unless asked for)
+CHATTY_LOGGERS = ("great_expectations", "mlflow", "alembic", "matplotlib", "PIL", "skl2onnx", "onnxscript")
 #: names the loggers to leave at DEBUG anyway, comma-separated
 DEBUG_LOGGERS_ENV = "MODEL_RELEASE_DEBUG_LOGGERS"
 LEVEL_ENV = "MODEL_RELEASE_LOG_LEVEL"
@@ -75,7 +81,7 @@ def log_level(raw: str | None) -> int:
 
 def quiet_wire_loggers(level: int | None = None) -> None:
     """Keep the wire loggers at WARNING or above unless ``MODEL_RELEASE_DEBUG_LOGGERS`` names them."""
-    asked = {n.strip() for n in os.environ.get(DEBUG_LOGGERS_ENV, "").split(",") if n.strip()}
+    asked = _asked()
     floor = max(logging.WARNING, level if level is not None else logging.getLogger().getEffectiveLevel())
     for name in WIRE_LOGGERS:
         logger = logging.getLogger(name)
@@ -85,9 +91,34 @@ def quiet_wire_loggers(level: int | None = None) -> None:
             logger.setLevel(floor)
 
 
+def _asked() -> set[str]:
+    return {n.strip() for n in os.environ.get(DEBUG_LOGGERS_ENV, "").split(",") if n.strip()}
+
+
+def quiet_chatty_loggers(*, verbose: bool = False) -> dict[str, int]:
+    """Keep :data:`CHATTY_LOGGERS` at WARNING unless ``verbose`` or ``MODEL_RELEASE_DEBUG_LOGGERS`` names them.
+
+    Returns:
+        Each logger's level before, for the caller to restore.
+    """
+    saved = {name: logging.getLogger(name).level for name in CHATTY_LOGGERS}
+    if verbose:
+        return saved
+    asked = _asked()
+    for name in CHATTY_LOGGERS:
+        logger = logging.getLogger(name)
+        if name not in asked and logger.level < logging.WARNING:
+            logger.setLevel(logging.WARNING)
+    return saved
+
+
 @contextlib.contextmanager
-def cli_logging(level_name: str | None = None) -> Iterator[None]:
+def cli_logging(level_name: str | None = None, *, verbose: bool = False) -> Iterator[None]:
     """Log to stderr through :class:`SafeFormatter` while the block runs; restore the root logger after.
+
+    Args:
+        level_name: the root level (default ``$MODEL_RELEASE_LOG_LEVEL``, then INFO).
+        verbose: let third-party libraries' INFO records through (:data:`CHATTY_LOGGERS`).
 
     Raises:
         UserError: ``level_name`` (default ``$MODEL_RELEASE_LOG_LEVEL``) names no level.
@@ -101,10 +132,11 @@ def cli_logging(level_name: str | None = None) -> Iterator[None]:
     root.addHandler(handler)
     root.setLevel(level)
     quiet_wire_loggers(level)
+    chatty = quiet_chatty_loggers(verbose=verbose)
     try:
         yield
     finally:
         root.removeHandler(handler)
         root.setLevel(saved_level)
-        for name, saved in wire.items():
+        for name, saved in {**wire, **chatty}.items():
             logging.getLogger(name).setLevel(saved)

@@ -40,7 +40,8 @@ class StoreKit:
         return self._make(None)
 
 
-@pytest.fixture(params=["s3", "file"])
+# the s3 kit starts a moto server: integration, so `make test-fast` (no service) leaves it to `make test`
+@pytest.fixture(params=[pytest.param("s3", marks=pytest.mark.integration), "file"])
 def kit(request: pytest.FixtureRequest, tmp_path: Path) -> StoreKit:
     if request.param == "s3":
         server: MotoServer = request.getfixturevalue("moto")
