@@ -162,7 +162,7 @@ def test_the_schedule_skips_what_is_not_new_and_never_retries_a_rejected_version
     assert SECRET not in back.output
 
 
-RELEASE_TASKS = ("start", "intake", "export", "tensorrt", "assemble", "canary", "promote", "finish")
+RELEASE_TASKS = ("start", "intake", "export", "tensorrt", "assemble", "canary", "promote", "rollout", "finish")
 
 
 def _states(stack, dag_id: str) -> dict[str, str]:

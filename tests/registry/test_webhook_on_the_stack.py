@@ -58,6 +58,8 @@ def _register_a_version(tracking_uri: str) -> str:
 
     x, y = load_iris(return_X_y=True)
     mlflow.set_tracking_uri(tracking_uri)
+    # an experiment of this stack's own: mlflow's fluent state may still name one of another test's store in this process
+    mlflow.set_experiment("webhook-on-the-stack")
     with mlflow.start_run():
         info = mlflow.sklearn.log_model(LogisticRegression(max_iter=200).fit(x, y), name="model",
                                         registered_model_name=MODEL, input_example=x[:2].astype("float32"),

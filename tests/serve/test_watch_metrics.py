@@ -141,6 +141,10 @@ def test_a_reload_resets_the_counters_and_the_delta_counts_from_zero(triton):
     client.load_model("slow")
     _infer(triton, "slow", 1, 1.0)
     after = _read(triton).model("slow", 1)
+    deadline = time.monotonic() + 10  # the duration counter can show the request a scrape before the success one
+    while after.success == 0 and time.monotonic() < deadline:
+        time.sleep(0.2)
+        after = _read(triton).model("slow", 1)
     assert after.success == 1 < before.success  # restarted
     d, reset = model_delta(before, after)
     assert reset and d["success"] == 1 and min(d.values()) >= 0
