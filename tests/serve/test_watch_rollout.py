@@ -138,7 +138,7 @@ def test_no_traffic_during_the_bake_is_inconclusive_and_moves_nothing(tmp_path, 
         roll_out(store, fleet, RolloutOptions(cache_dir=tmp_path / "cache"))
         second.promote(store)
         plan = WatchPlan(short_watch(bake_s=2, budget_s=3))
-        with pytest.raises(WatchInconclusive, match="could not judge the wave in .* budget_s 3.*the wave holds"):
+        with pytest.raises(WatchInconclusive, match=r"could not judge the wave in .*\(budget_s 3\): too little traffic: 0 requests.*the wave holds"):
             roll_out(store, fleet, RolloutOptions(cache_dir=tmp_path / "cache", watch=plan))
         # the wave holds: the first server on the new release, the second on the old, nothing rolled back
         assert [serving(store, s) for s in fleet.servers] == [second.release_id, first.release_id]
