@@ -161,3 +161,21 @@ def test_an_unreachable_metrics_endpoint_names_the_server_and_moves_nothing(tmp_
     record = read_records(store, CHANNEL)[-1]
     assert record["outcome"] == "stopped" and "serve-2" in record["reason"]
     assert json.dumps(record["servers"]).count("not reached") == 1
+
+
+def test_a_production_rejection_stands_against_the_runs_own_settle(tmp_path):
+    """The run's finish settles its promoted version released; the watch's rejection must survive it."""
+    from .support import local_store
+
+    store = local_store(tmp_path)
+    run = {"dag_id": "d", "run_id": "r"}
+    assert ledger.claim(store, CHANNEL, "iris", 3, release_id="iris-bad", run=run).go
+    ledger.reject_in_production(store, CHANNEL, "iris", 3, release_id="iris-bad", run=run, reason="rolled back")
+    kept = ledger.settle(store, CHANNEL, "iris", 3, release_id="iris-bad", run=run, state=ledger.RELEASED)
+    assert kept["state"] == ledger.REJECTED and kept["reason"] == ledger.IN_PRODUCTION + "rolled back"
+    new, why = ledger.is_new(store, CHANNEL, "iris", "3")
+    assert not new and "rejected iris v3" in why and "force_retry" in why
+    # just outside: an ordinary rejection is still settled over by a later run's verdict
+    ledger.settle(store, CHANNEL, "iris", 4, release_id="iris-4", run=run, state=ledger.REJECTED, reason="canary")
+    again = ledger.settle(store, CHANNEL, "iris", 4, release_id="iris-4", run=run, state=ledger.FAILED)
+    assert again["state"] == ledger.FAILED
