@@ -27,7 +27,8 @@ def canary_p99_ms(manifest: dict[str, Any]) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
 
 
-def watch_plan(serve: Any, *, tracking_uri: str | None = None, resolve_path: Callable[[str], Path] | None = None,
+def watch_plan(serve: Any, *, tracking_uri: str | None = None, alias: str = "production",
+               resolve_path: Callable[[str], Path] | None = None,
                log: Callable[[str], None] | None = None) -> WatchPlan | None:
     """The watch the spec's ``serve.watch`` asks for (None when disabled): its probe rows, and the
     MLflow alias moved back with the pointer when ``tracking_uri`` is given.
@@ -42,14 +43,14 @@ def watch_plan(serve: Any, *, tracking_uri: str | None = None, resolve_path: Cal
     if tracking_uri:
         from ..store.registry import MlflowFollower
 
-        follower = MlflowFollower(tracking_uri, alias="production")
+        follower = MlflowFollower(tracking_uri, alias=alias)
     return WatchPlan(serve.watch, probe=probe, follower=follower, log=log)
 
 
 def rollout_release(store: ModelStore, fleet: Fleet, serve: Any, *, release_id: str, cache_dir: Path,
                     run: str | None = None, shim: bool = True, lock_wait_s: float = 60,
                     progress: Callable[[str], None] | None = None, tracking_uri: str | None = None,
-                    resolve_path: Callable[[str], Path] | None = None) -> RolloutRecord:
+                    alias: str = "production", resolve_path: Callable[[str], Path] | None = None) -> RolloutRecord:
     """Roll ``release_id`` out to ``fleet`` as the spec's ``serve`` section says, watching each wave.
 
     Raises:
@@ -62,5 +63,6 @@ def rollout_release(store: ModelStore, fleet: Fleet, serve: Any, *, release_id: 
     rule = WarmupRule(requests=serve.warmup.requests, first_request_limit_ms=limit_ms(p99, serve.warmup.factor))
     options = RolloutOptions(cache_dir=cache_dir, shim=shim, lock_wait_s=lock_wait_s,
                              warmup=rule.check if rule.active else None, run=run,
-                             watch=watch_plan(serve, tracking_uri=tracking_uri, resolve_path=resolve_path, log=progress))
+                             watch=watch_plan(serve, tracking_uri=tracking_uri, alias=alias,
+                                              resolve_path=resolve_path, log=progress))
     return roll_out(store, fleet, options, release_id=release_id, progress=progress)
