@@ -240,6 +240,7 @@ def rollout(data: dict[str, Any], run_id: str | None = None) -> dict[str, Any]:
     """Roll the promoted release out to the channel's serving fleet; skipped without a promotion or a fleet."""
     from airflow.sdk.exceptions import AirflowSkipException
 
+    from ..serve.guard import describe
     from ..serve.stage import rollout_release
     from .hooks import serving_fleet
 
@@ -254,10 +255,15 @@ def rollout(data: dict[str, Any], run_id: str | None = None) -> dict[str, Any]:
     if fleet is None:
         raise AirflowSkipException(f"no serving fleet is declared for channel {promoted['channel']!r} (Variable "
                                    f"model_release_fleet_{promoted['channel']} or $MODEL_RELEASE_FLEET): nothing to roll out")
+    tracking_uri = None
+    if spec.promote.mlflow_alias:  # a watch that rolls back moves the alias back with the pointer
+        tracking_uri = MlflowHook((ref.connections or {}).get("mlflow_conn_id", MlflowHook.default_conn_name)).tracking_uri()
+        check_tracking_uri(tracking_uri)
     record = rollout_release(_store_for(spec, ref.connections), fleet, spec.serve, release_id=promoted["release_id"],
-                             cache_dir=Path(_local_root()) / "serve-cache", run=run_id)
+                             cache_dir=Path(_local_root()) / "serve-cache", run=run_id, tracking_uri=tracking_uri,
+                             alias=spec.promote.mlflow_alias or "production", resolve_path=spec.resolve_path)
     return {"release_id": record.release_id, "outcome": record.outcome, "seq": record.seq,
-            "servers": {s.server: s.outcome for s in record.servers}}
+            "servers": {s.server: s.outcome for s in record.servers}, "watch": describe(record)}
 
 
 def _run_record(ref: ReleaseRef) -> dict[str, Any]:

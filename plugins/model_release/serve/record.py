@@ -54,11 +54,14 @@ class RolloutRecord:
     who: str = field(default_factory=actor)
     started_at: str = field(default_factory=utcnow)
     finished_at: str | None = None
-    outcome: str = "running"  # done, stopped
+    outcome: str = "running"  # done, stopped, rolled back
     serving: str = ""  # how the fleet serves the leaves (the CPU shim, or native backends)
     servers: list[ServerRecord] = field(default_factory=list)
     seq: int | None = None
     watch: list[dict[str, Any]] = field(default_factory=list)  # filled by the watch, per wave
+    reason: str | None = None  # why it stopped ("rolled back by the watch: error rate 4.1% against 0.0%, limit 1%")
+    rolled_back: list[ServerRecord] = field(default_factory=list)  # the servers the watch re-pinned to the old release
+    pointer_back: dict[str, Any] | None = None  # the channel pointer's move back (store.channels.rollback's result)
     _t0: float = field(default_factory=time.monotonic, repr=False)
 
     def to_doc(self) -> dict[str, Any]:

@@ -30,11 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import StoreError
+from ..errors import ModelReleaseError, StoreError
 from ..repository.config import CONFIG_FILE, read_config
 from ..store.model_store import ModelStore
 from .errors import RolloutStopped
 from .fleet import Fleet, Server
+from .guard import WatchPlan, WaveContext, old_release_id, watch_after_wave, watchable
 from .lock import acquire
 from .record import RolloutRecord, ServerRecord, Step, save_record
 from .server_repo import (
@@ -78,6 +79,7 @@ class RolloutOptions:
     warmup: Callable[..., float] | None = None
     run: str | None = None
     after_wave: Callable[[int, list[ServerRecord], RolloutRecord], None] | None = None
+    watch: WatchPlan | None = None
 
 
 def desired_release(store: ModelStore, channel: str) -> str:
@@ -117,6 +119,8 @@ def roll_out(store: ModelStore, fleet: Fleet, options: RolloutOptions, *, releas
         vmap = read_versions(store, fleet.channel)
         record = RolloutRecord(fleet.channel, desired, versions, run=options.run,
                                serving=CPU_SHIM_NOTE if release.shimmed else "native backends")
+        watch = _wave_context(store, fleet, release, vmap, record, lock, options) if watchable(fleet, options.watch) else None
+        old_id: str | None = None
         for wave_no, wave in enumerate(fleet.waves(), 1):
             for server in wave:
                 srec = ServerRecord(server.name, wave_no)
@@ -131,11 +135,64 @@ def roll_out(store: ModelStore, fleet: Fleet, options: RolloutOptions, *, releas
             if options.after_wave is not None and wave:
                 options.after_wave(wave_no, record.servers[-len(wave):], record)
                 save_record(store, record)
+            switched = any(s.outcome == "switched" for s in record.servers[-len(wave):])
+            if watch is not None and options.watch is not None and wave and (switched or old_id or wave_no > 1):
+                old_id = old_id or old_release_id(record) or _served_elsewhere(fleet, record, release, vmap)
+                _watch(watch, options.watch, wave_no, old_id, say)
         record.outcome, record.finished_at = "done", _now()
         save_record(store, record)
         return record
     finally:
         lock.release()
+
+
+def _wave_context(store: ModelStore, fleet: Fleet, release: ReleaseFiles, vmap: VersionMap, record: RolloutRecord,
+                  lock: Any, options: RolloutOptions) -> WaveContext:
+    def repin(server: Server, old: ReleaseFiles, srec: ServerRecord) -> None:
+        reconcile_server(server, old, vmap, srec, RolloutOptions(cache_dir=options.cache_dir, shim=options.shim))
+
+    return WaveContext(store, fleet, release, vmap, record, lock, options.cache_dir, options.shim, repin)
+
+
+def _served_elsewhere(fleet: Fleet, record: RolloutRecord, release: ReleaseFiles, vmap: VersionMap) -> str | None:
+    """The release a server not yet reached serves (a rerun whose first wave had switched already)."""
+    done = {s.server for s in record.servers}
+    for server in fleet.servers:
+        if server.name in done:
+            continue
+        ops = ServingTriton(server)
+        try:
+            rid, _ = served_release(ops, vmap, release, ops.states())
+        except RolloutStopped:
+            return None
+        finally:
+            ops.close()
+        if rid not in (None, "unknown", record.release_id):
+            return rid
+    return None
+
+
+def _watch(ctx: WaveContext, plan: WatchPlan, wave_no: int, old_id: str | None, say: Callable[[str], None]) -> None:
+    """The watch of one wave; a raise leaves the record stopped (or rolled back) with the reason."""
+    record = ctx.record
+    try:
+        verdict = watch_after_wave(ctx, plan, wave_no, old_id)
+    except ModelReleaseError as exc:
+        record.outcome = "rolled back" if record.rolled_back else "stopped"
+        record.reason = record.reason or exc.message
+        _not_reached(record, ctx.fleet)
+        record.finished_at = _now()
+        save_record(ctx.store, record)
+        say(f"wave {wave_no}: watch stopped the roll-out: {record.reason}")
+        raise
+    save_record(ctx.store, record)
+    say(f"wave {wave_no}: watch {verdict.outcome}: {verdict.sentence}")
+
+
+def _not_reached(record: RolloutRecord, fleet: Fleet) -> None:
+    reached = {s.server for s in record.servers}
+    for wave_no, wave in enumerate(fleet.waves(), 1):
+        record.servers += [ServerRecord(s.name, wave_no, outcome="not reached") for s in wave if s.name not in reached]
 
 
 def _now() -> str:
@@ -147,9 +204,7 @@ def _now() -> str:
 def _stopped(store: ModelStore, record: RolloutRecord, fleet: Fleet, exc: RolloutStopped) -> RolloutStopped:
     failed = record.servers[-1]
     failed.outcome, failed.error = "failed", exc.message
-    reached = {s.server for s in record.servers}
-    for wave_no, wave in enumerate(fleet.waves(), 1):
-        record.servers += [ServerRecord(s.name, wave_no, outcome="not reached") for s in wave if s.name not in reached]
+    _not_reached(record, fleet)
     record.outcome, record.finished_at = "stopped", _now()
     save_record(store, record)
     new = [s.server for s in record.servers if s.after == record.release_id]

@@ -13,9 +13,11 @@ from typing import Any
 
 from ..store.model_store import ModelStore
 from .fleet import Fleet
+from .guard import WatchPlan
 from .record import RolloutRecord
 from .rollout import RolloutOptions, roll_out
 from .warmup import WarmupRule, limit_ms
+from .watch.probe import probe_from_spec
 
 
 def canary_p99_ms(manifest: dict[str, Any]) -> float | None:
@@ -25,17 +27,42 @@ def canary_p99_ms(manifest: dict[str, Any]) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
 
 
+def watch_plan(serve: Any, *, tracking_uri: str | None = None, alias: str = "production",
+               resolve_path: Callable[[str], Path] | None = None,
+               log: Callable[[str], None] | None = None) -> WatchPlan | None:
+    """The watch the spec's ``serve.watch`` asks for (None when disabled): its probe rows, and the
+    MLflow alias moved back with the pointer when ``tracking_uri`` is given.
+
+    Raises:
+        SpecError: the probe rows cannot be read.
+    """
+    if not serve.watch.enabled:
+        return None
+    probe = probe_from_spec(serve.watch, resolve_path or Path) if serve.watch.probe.rows else None
+    follower = None
+    if tracking_uri:
+        from ..store.registry import MlflowFollower
+
+        follower = MlflowFollower(tracking_uri, alias=alias)
+    return WatchPlan(serve.watch, probe=probe, follower=follower, log=log)
+
+
 def rollout_release(store: ModelStore, fleet: Fleet, serve: Any, *, release_id: str, cache_dir: Path,
                     run: str | None = None, shim: bool = True, lock_wait_s: float = 60,
-                    progress: Callable[[str], None] | None = None) -> RolloutRecord:
-    """Roll ``release_id`` out to ``fleet`` as the spec's ``serve`` section says.
+                    progress: Callable[[str], None] | None = None, tracking_uri: str | None = None,
+                    alias: str = "production", resolve_path: Callable[[str], Path] | None = None) -> RolloutRecord:
+    """Roll ``release_id`` out to ``fleet`` as the spec's ``serve`` section says, watching each wave.
 
     Raises:
         RolloutStopped, RolloutLocked, StoreError, UserError: as :func:`~.rollout.roll_out`.
+        WatchFailed: the watch rolled the release back (servers, pointer, alias, ledger).
+        WatchInconclusive, ServiceUnavailable: the watch held the wave; nothing moved.
     """
     got = store.read_manifest(release_id)
     p99 = canary_p99_ms(got[0]) if got else None
     rule = WarmupRule(requests=serve.warmup.requests, first_request_limit_ms=limit_ms(p99, serve.warmup.factor))
     options = RolloutOptions(cache_dir=cache_dir, shim=shim, lock_wait_s=lock_wait_s,
-                             warmup=rule.check if rule.active else None, run=run)
+                             warmup=rule.check if rule.active else None, run=run,
+                             watch=watch_plan(serve, tracking_uri=tracking_uri, alias=alias,
+                                              resolve_path=resolve_path, log=progress))
     return roll_out(store, fleet, options, release_id=release_id, progress=progress)

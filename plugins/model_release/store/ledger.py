@@ -17,6 +17,10 @@ One small JSON object per (channel, model, version) in the model store, beside t
   the schedule does not try it again unless asked to (``force``).
 - ``failed``: an outage stopped the run; the schedule may try again.
 
+A version the roll-out's watch rolled back is ``rejected`` with a reason starting
+:data:`IN_PRODUCTION` (:func:`reject_in_production`): it passed the canary, so the run's own
+``finish`` would settle it ``released``; :func:`settle` keeps such an entry as it is.
+
 A claim held by a run that is no longer running (killed, marked failed by hand) does not block
 for ever: :func:`claim` asks ``is_active`` and takes such a claim over.
 
@@ -39,6 +43,8 @@ from .pointer import read_channel
 
 CLAIMED, RELEASED, REJECTED, FAILED = "claimed", "released", "rejected", "failed"
 STATES = (CLAIMED, RELEASED, REJECTED, FAILED)
+#: the reason's start of a version rejected after it was released (the watch rolled it back)
+IN_PRODUCTION = "rejected in production: "
 
 
 def entry_key(channel: str, model: str, version: str | int) -> str:
@@ -144,10 +150,28 @@ def settle(store: Any, channel: str, model: str, version: str | int, *, release_
         found = store.read_json(key)
         if found is not None and found[0].get("release_id") != release_id:
             return None
+        if found is not None and str(found[0].get("reason", "")).startswith(IN_PRODUCTION):
+            return found[0]  # the watch rolled it back after promotion: that verdict stands
         entry = _entry(channel, model, str(version), state, release_id, run, reason)
         if _write(store, key, entry, found[1] if found else None):
             return entry
     raise ConflictError(f"the ledger entry {store.uri}/{key} kept changing while this run settled it; retry")
+
+
+def reject_in_production(store: Any, channel: str, model: str, version: str | int, *, release_id: str,
+                         run: dict[str, Any], reason: str) -> dict[str, Any]:
+    """Mark ``version`` rejected in production (whatever the entry held): the schedule does not release it again.
+
+    Raises:
+        ConflictError: the entry kept changing under five attempts.
+    """
+    key = entry_key(channel, model, version)
+    entry = _entry(channel, model, str(version), REJECTED, release_id, run, (IN_PRODUCTION + reason)[:600])
+    for _ in range(5):
+        found = store.read_json(key)
+        if _write(store, key, entry, found[1] if found else None):
+            return entry
+    raise ConflictError(f"the ledger entry {store.uri}/{key} kept changing while the watch marked it rejected; retry")
 
 
 def release(store: Any, channel: str, model: str, version: str | int, *, release_id: str) -> bool:

@@ -1,0 +1,181 @@
+"""The watch after each roll-out wave, on two real local Tritons (metrics with p99 summaries) under traffic.
+
+Each test sets a short bake in ``serve.watch`` (seconds, not minutes). The time limits are widened
+(floor 50 ms) because the shared 2-core machine moves one server's tail by tens of milliseconds;
+the error-rate limits are the defaults.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+
+import pytest
+
+from model_release.errors import ServiceUnavailable
+from model_release.serve.fleet import Fleet, Server
+from model_release.serve.guard import ROLLED_BACK, WatchPlan
+from model_release.serve.record import read_records
+from model_release.serve.rollout import RolloutOptions, identify, roll_out
+from model_release.serve.triton_ops import ServingTriton
+from model_release.serve.versions import read_versions
+from model_release.serve.watch import HttpProbe, WatchFailed, WatchInconclusive, WatchSpec
+from model_release.store import ledger
+from model_release.triton.local import LocalTriton
+
+from ..repository.support import INPUT
+from .support import CHANNEL, NAME, POSTPROCESS, RequestLoop, build_release
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+#: a production input the golden set never holds: every probability saturates at 1.0
+FAR_ROW = [60.0, -60.0, 60.0, 60.0]
+PROBE_BODY = {"inputs": [{"name": INPUT, "shape": [1, 4], "datatype": "FP32", "data": FAR_ROW}]}
+
+
+def short_watch(**over) -> WatchSpec:
+    wide = {"ratio": 1.5, "floor": 50_000.0}
+    doc = {"bake_s": 4, "interval_s": 1, "min_requests": 5, "failures": 2, "settle": 2, "budget_s": 8,
+           "mean_request_us": wide, "mean_queue_us": wide, "p99_us": wide, **over}
+    return WatchSpec.model_validate(doc)
+
+
+def errors_on_saturated(models) -> None:
+    """A tweak: the postprocess answers an error response when a probability reaches 0.99 (golden rows stay below)."""
+    path = models / POSTPROCESS / "1" / "model.py"
+    path.write_text(path.read_text().replace(
+        "            # best first;",
+        "            if probabilities.max() >= 0.99:\n"
+        "                responses.append(pb_utils.InferenceResponse(output_tensors=[], error=pb_utils.TritonError(\n"
+        "                    'postprocess: probability out of the range it handles')))\n"
+        "                continue\n"
+        "            # best first;", 1))
+
+
+@contextlib.contextmanager
+def metrics_fleet(tmp, *, break_metrics_of: str | None = None):
+    servers: list[LocalTriton] = []
+    try:
+        for i in range(2):
+            repo = tmp / f"serve-{i + 1}" / "models"
+            repo.mkdir(parents=True)
+            t = LocalTriton(repo, work_dir=tmp / f"serve-{i + 1}" / "server", ready_timeout=120,
+                            server_args=["--metrics-config=summary_latencies=true"])
+            t.start()
+            servers.append(t)
+        members = []
+        for i, t in enumerate(servers):
+            name = f"serve-{i + 1}"
+            metrics = "http://127.0.0.1:9/metrics" if name == break_metrics_of else t.metrics_url
+            members.append(Server(name, t.http_url, str(t.model_repository), metrics))
+        yield Fleet(CHANNEL, tuple(members))
+    finally:
+        for t in servers:
+            t.stop()
+
+
+def serving(store, server: Server) -> str | None:
+    ops = ServingTriton(server)
+    try:
+        return identify(read_versions(store, CHANNEL), ops.loaded_pins(NAME), "")
+    finally:
+        ops.close()
+
+
+def model_ref(store, release_id):
+    model = store.read_manifest(release_id)[0]["model"]
+    return model["name"], model["version"]
+
+
+def test_a_good_release_under_steady_traffic_passes_every_wave(tmp_path, store, two_releases):
+    first, second = two_releases
+    with metrics_fleet(tmp_path) as fleet:
+        roll_out(store, fleet, RolloutOptions(cache_dir=tmp_path / "cache"))
+        with RequestLoop(fleet, [first, second], max_s=120) as loop:
+            loop.wait_for(50)
+            second.promote(store)
+            options = RolloutOptions(cache_dir=tmp_path / "cache", watch=WatchPlan(short_watch()))
+            record = roll_out(store, fleet, options)
+        assert [serving(store, s) for s in fleet.servers] == [second.release_id] * 2
+    assert loop.traffic.failures == [] and loop.traffic.mixed == []
+    assert record.outcome == "done", record.reason
+    assert [(w["wave"], w["outcome"]) for w in record.watch] == [(1, "pass"), (2, "pass")], record.watch
+    assert record.watch[1]["baseline"], "the last wave is judged against the old release's carried figures"
+    assert store.read_pointer(CHANNEL).release_id == second.release_id
+
+
+def test_errors_only_production_sends_roll_everything_back_within_one_bake(tmp_path, store, two_releases):
+    first, _ = two_releases
+    bad = build_release(tmp_path, store, "weak", "iris-bad", promote_it=False, tweak=errors_on_saturated)
+    spec = short_watch()
+    with metrics_fleet(tmp_path) as fleet:
+        roll_out(store, fleet, RolloutOptions(cache_dir=tmp_path / "cache"))
+        with RequestLoop(fleet, [first, bad], max_s=120) as loop:
+            loop.wait_for(50)
+            bad.promote(store)
+            plan = WatchPlan(spec, probe=HttpProbe([PROBE_BODY], requests=4, timeout_s=5))
+            with pytest.raises(WatchFailed, match=f"{ROLLED_BACK}: .*probe error rate 100.0% against 0.0%, limit 1.0%.*every server is back on iris-r1") as caught:
+                roll_out(store, fleet, RolloutOptions(cache_dir=tmp_path / "cache", watch=plan))
+            loop.wait_for(30)
+        assert [serving(store, s) for s in fleet.servers] == [first.release_id] * 2
+    assert "the ledger marks" in str(caught.value) and "pointer moved back" in str(caught.value)
+    assert loop.traffic.failures == [] and loop.traffic.mixed == []  # the golden-like traffic never saw it
+    record = read_records(store, CHANNEL)[-1]
+    assert record["release_id"] == bad.release_id and record["outcome"] == "rolled back"
+    assert record["reason"].startswith(ROLLED_BACK) and record["watch"][0]["outcome"] == "fail"
+    assert record["watch"][0]["elapsed_s"] <= spec.bake_s + 1, "rolled back within one bake time"
+    assert [s["server"] for s in record["rolled_back"]] == ["serve-1"]
+    assert [st["action"] for st in record["rolled_back"][0]["steps"]] == ["skip", "skip", "switch"]  # no model load
+    pointer = store.read_pointer(CHANNEL)
+    assert (pointer.release_id, pointer.action) == (first.release_id, "rollback")
+    entry = ledger.read_entry(store, CHANNEL, *model_ref(store, bad.release_id))[0]
+    assert entry["state"] == ledger.REJECTED and entry["reason"].startswith(ledger.IN_PRODUCTION + ROLLED_BACK)
+
+
+def test_no_traffic_during_the_bake_is_inconclusive_and_moves_nothing(tmp_path, store, two_releases):
+    first, second = two_releases
+    with metrics_fleet(tmp_path) as fleet:
+        roll_out(store, fleet, RolloutOptions(cache_dir=tmp_path / "cache"))
+        second.promote(store)
+        plan = WatchPlan(short_watch(bake_s=2, budget_s=3))
+        with pytest.raises(WatchInconclusive, match=r"could not judge the wave in .*\(budget_s 3\): too little traffic: 0 requests.*the wave holds"):
+            roll_out(store, fleet, RolloutOptions(cache_dir=tmp_path / "cache", watch=plan))
+        # the wave holds: the first server on the new release, the second on the old, nothing rolled back
+        assert [serving(store, s) for s in fleet.servers] == [second.release_id, first.release_id]
+    assert store.read_pointer(CHANNEL).release_id == second.release_id
+    record = read_records(store, CHANNEL)[-1]
+    assert record["outcome"] == "stopped" and record["rolled_back"] == [] and record["pointer_back"] is None
+    assert ledger.read_entry(store, CHANNEL, *model_ref(store, second.release_id)) is None
+
+
+def test_an_unreachable_metrics_endpoint_names_the_server_and_moves_nothing(tmp_path, store, two_releases):
+    first, second = two_releases
+    with metrics_fleet(tmp_path, break_metrics_of="serve-2") as fleet:
+        roll_out(store, fleet, RolloutOptions(cache_dir=tmp_path / "cache"))
+        second.promote(store)
+        plan = WatchPlan(short_watch())
+        with pytest.raises(ServiceUnavailable, match=r"metrics endpoint of server 'serve-2' \(http://127.0.0.1:9/metrics\)"):
+            roll_out(store, fleet, RolloutOptions(cache_dir=tmp_path / "cache", watch=plan))
+        assert [serving(store, s) for s in fleet.servers] == [second.release_id, first.release_id]
+    assert store.read_pointer(CHANNEL).release_id == second.release_id
+    record = read_records(store, CHANNEL)[-1]
+    assert record["outcome"] == "stopped" and "serve-2" in record["reason"]
+    assert json.dumps(record["servers"]).count("not reached") == 1
+
+
+def test_a_production_rejection_stands_against_the_runs_own_settle(tmp_path):
+    """The run's finish settles its promoted version released; the watch's rejection must survive it."""
+    from .support import local_store
+
+    store = local_store(tmp_path)
+    run = {"dag_id": "d", "run_id": "r"}
+    assert ledger.claim(store, CHANNEL, "iris", 3, release_id="iris-bad", run=run).go
+    ledger.reject_in_production(store, CHANNEL, "iris", 3, release_id="iris-bad", run=run, reason="rolled back")
+    kept = ledger.settle(store, CHANNEL, "iris", 3, release_id="iris-bad", run=run, state=ledger.RELEASED)
+    assert kept["state"] == ledger.REJECTED and kept["reason"] == ledger.IN_PRODUCTION + "rolled back"
+    new, why = ledger.is_new(store, CHANNEL, "iris", "3")
+    assert not new and "rejected iris v3" in why and "force_retry" in why
+    # just outside: an ordinary rejection is still settled over by a later run's verdict
+    ledger.settle(store, CHANNEL, "iris", 4, release_id="iris-4", run=run, state=ledger.REJECTED, reason="canary")
+    again = ledger.settle(store, CHANNEL, "iris", 4, release_id="iris-4", run=run, state=ledger.FAILED)
+    assert again["state"] == ledger.FAILED
