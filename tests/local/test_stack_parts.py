@@ -305,3 +305,12 @@ def test_the_distributed_stacks_processes_inherit_no_other_mlflow_registry(tmp_p
     env = stack.airflow_env()
     assert "MLFLOW_REGISTRY_URI" not in env
     assert env["MLFLOW_TRACKING_URI"] == stack.tracking_uri == "http://127.0.0.1:1002"
+
+
+def test_status_asks_each_service_where_it_answers_when_well() -> None:
+    from model_release.local.status import health_url
+
+    assert health_url("triton-serve-1", "127.0.0.1:8000") == "http://127.0.0.1:8000/v2/health/ready"
+    assert health_url("webhook-receiver", "http://127.0.0.1:9/webhook") == "http://127.0.0.1:9/health"
+    assert health_url("mlflow", "http://127.0.0.1:5000") == "http://127.0.0.1:5000/health"
+    assert health_url("something-else", "http://127.0.0.1:7") == "http://127.0.0.1:7/"

@@ -17,12 +17,23 @@ from typing import Any
 
 from . import procs
 from .http import AirflowApi, AirflowApiError, answers
+from .webhook import SERVICE as WEBHOOK_SERVICE
 from .stack_folder import AIRFLOW_USER, Layout, default_root
 from .services import DAG_ID
 
 ACTIVE = ("queued", "running")
 #: the path whose answer tells that a service with a URL is up
 HEALTH = {"s3": "/moto-api/", "mlflow": "/health", "airflow-api-server": "/api/v2/monitor/health"}
+
+
+def health_url(name: str, url: str) -> str:
+    """Where a service with ``url`` answers 200 when it is well: a serving Triton's readiness, the webhook
+    receiver's /health beside its /webhook, the others' paths in :data:`HEALTH`."""
+    if name.startswith("triton-"):  # tritonclient's form, host:port, or a URL
+        return ("" if "://" in url else "http://") + url.rstrip("/") + "/v2/health/ready"
+    if name == WEBHOOK_SERVICE:
+        return url.rsplit("/", 1)[0] + "/health"
+    return url + HEALTH.get(name, "/")
 
 
 def _api(layout: Layout, state: dict[str, Any]) -> AirflowApi | None:
@@ -43,7 +54,7 @@ def service_lines(state: dict[str, Any], api: AirflowApi | None) -> tuple[list[s
         if not alive:
             verdict = f"NOT RUNNING; see {info.get('log')}"
         elif info.get("url"):
-            code = answers(info["url"] + HEALTH.get(name, "/"))
+            code = answers(health_url(name, info["url"]))
             verdict = "answers" if code == 200 else f"does not answer ({code or 'no connection'})"
         else:
             component = name.removeprefix("airflow-").replace("-", "_")

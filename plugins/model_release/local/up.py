@@ -118,6 +118,7 @@ class Supervisor:
             info = self.layout.root / "serving" / service.name.removeprefix("triton-") / "server.json"
             self._wait(service, lambda info=info: None if info.is_file() else "not ready yet", 180)
             doc = json.loads(info.read_text())
+            service.url = doc["url"]  # known once the server picked its ports: `model-release status` asks it
             servers.append(Server(doc["name"], doc["url"], doc["repository"], doc.get("metrics_url")))
         write_fleet(fleet_file(self.layout), {"production": servers})
         append_fleet_env(self.layout)
