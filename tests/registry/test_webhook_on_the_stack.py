@@ -58,7 +58,6 @@ def _register_a_version(tracking_uri: str) -> str:
 
     x, y = load_iris(return_X_y=True)
     mlflow.set_tracking_uri(tracking_uri)
-    mlflow.set_registry_uri(tracking_uri)  # not a registry another test of this worker set (it is process-global)
     # an experiment of this stack's own: mlflow's fluent state may still name one of another test's store in this process
     mlflow.set_experiment("webhook-on-the-stack")
     with mlflow.start_run():
@@ -96,8 +95,7 @@ def test_setting_candidate_starts_the_release_dag_through_the_asset_event(tmp_pa
         version = _register_a_version(stack["MLFLOW_TRACKING_URI"])
         assert api.get(f"/api/v2/dags/{DAG}/dagRuns").get("dag_runs") == [], "a new version alone starts nothing"
         t0 = time.monotonic()
-        MlflowClient(stack["MLFLOW_TRACKING_URI"], registry_uri=stack["MLFLOW_TRACKING_URI"]).set_registered_model_alias(
-            MODEL, "candidate", version)
+        MlflowClient(stack["MLFLOW_TRACKING_URI"]).set_registered_model_alias(MODEL, "candidate", version)
         run = _wait_for_run(api, timeout=60)
         started_s = time.monotonic() - t0
         assert run["run_type"] == "asset_triggered", run
