@@ -51,20 +51,39 @@ def _env_file(path: Path) -> dict[str, str]:
     return found
 
 
-def _register_a_version(tracking_uri: str) -> str:
-    import mlflow
-    from sklearn.datasets import load_iris
-    from sklearn.linear_model import LogisticRegression
+_REGISTER = """
+import sys
+import mlflow
+from sklearn.datasets import load_iris
+from sklearn.linear_model import LogisticRegression
 
-    x, y = load_iris(return_X_y=True)
-    mlflow.set_tracking_uri(tracking_uri)
-    # an experiment of this stack's own: mlflow's fluent state may still name one of another test's store in this process
-    mlflow.set_experiment("webhook-on-the-stack")
-    with mlflow.start_run():
-        info = mlflow.sklearn.log_model(LogisticRegression(max_iter=200).fit(x, y), name="model",
-                                        registered_model_name=MODEL, input_example=x[:2].astype("float32"),
-                                        pip_requirements=["scikit-learn"])
-    return str(info.registered_model_version)
+uri, model = sys.argv[1], sys.argv[2]
+x, y = load_iris(return_X_y=True)
+mlflow.set_tracking_uri(uri)
+mlflow.set_registry_uri(uri)
+mlflow.set_experiment("webhook-on-the-stack")
+with mlflow.start_run():
+    info = mlflow.sklearn.log_model(LogisticRegression(max_iter=200).fit(x, y), name="model",
+                                    registered_model_name=model, input_example=x[:2].astype("float32"),
+                                    pip_requirements=["scikit-learn"])
+print(info.registered_model_version)
+"""
+
+
+def _register_a_version(tracking_uri: str) -> str:
+    """Register a version in the stack's own MLflow, in a process of its own.
+
+    mlflow's tracking and registry URIs and its active experiment are process-global (set_registry_uri
+    even exports MLFLOW_REGISTRY_URI), and other tests of the same xdist worker set them: registered
+    in this process, the version (and later the alias) could land in another test's registry, where
+    no webhook is configured.
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    env["MLFLOW_DISABLE_TELEMETRY"] = "true"
+    done = subprocess.run([sys.executable, "-c", _REGISTER, tracking_uri, MODEL], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.strip().splitlines()[-1]
 
 
 def _wait_for_run(api: AirflowApi, timeout: float) -> dict:
@@ -95,7 +114,8 @@ def test_setting_candidate_starts_the_release_dag_through_the_asset_event(tmp_pa
         version = _register_a_version(stack["MLFLOW_TRACKING_URI"])
         assert api.get(f"/api/v2/dags/{DAG}/dagRuns").get("dag_runs") == [], "a new version alone starts nothing"
         t0 = time.monotonic()
-        MlflowClient(stack["MLFLOW_TRACKING_URI"]).set_registered_model_alias(MODEL, "candidate", version)
+        registry = MlflowClient(stack["MLFLOW_TRACKING_URI"], registry_uri=stack["MLFLOW_TRACKING_URI"])
+        registry.set_registered_model_alias(MODEL, "candidate", version)
         run = _wait_for_run(api, timeout=60)
         started_s = time.monotonic() - t0
         assert run["run_type"] == "asset_triggered", run
