@@ -173,6 +173,8 @@ class CanaryResult(_Serialisable):
     champion_pinned: bool = False
     #: the repository to ship when the canary tuned its serving configuration (canary.tune); None: the assembled one
     repository_dir: str | None = None
+    #: ``passed``, ``rejected`` or ``inconclusive`` (not passed, not rejected: a later canary decides)
+    verdict: str = "passed"
 
     def headline(self) -> str:
         return self.summary

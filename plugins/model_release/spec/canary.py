@@ -122,6 +122,21 @@ class TuneSpec(_Strict):
         return v
 
 
+class InconclusiveSpec(_Strict):
+    """``canary.inconclusive``: what an Airflow run does when the canary cannot decide.
+
+    A canary whose gates did not fail but could not all decide (an interval over the window pairs
+    that straddles its limit) is *inconclusive*: nothing is promoted or rejected. The canary task
+    then tries again later, up to ``retries`` times, ``retry_delay_s`` apart (Airflow's reschedule:
+    the canary's pool slot is freed meanwhile, and no try of the task is spent), so that a quieter
+    canary may decide. After the last, the run fails inconclusive and the model version stays open
+    in the channel's ledger for the schedule's next run. The CLI does not retry: it exits 5.
+    """
+
+    retries: int = Field(2, ge=0, le=20)
+    retry_delay_s: float = Field(600.0, ge=0, le=86_400)
+
+
 class CanarySpec(_Strict):
     """``canary``: how the candidate is served and judged.
 
@@ -130,7 +145,8 @@ class CanarySpec(_Strict):
     off), merged over :data:`DEFAULT_QUALITY_GATES`. ``champion``: :class:`ChampionGates`.
     ``concurrency``, ``batch_rows``: the correctness replay; ``load``: the load phase
     (:class:`LoadSpec`); ``p99_ms``: an absolute latency SLO on the load phase's p99; ``tune``:
-    :class:`TuneSpec`; ``expectations``: the great-expectations suite over the outputs.
+    :class:`TuneSpec`; ``expectations``: the great-expectations suite over the outputs;
+    ``inconclusive``: :class:`InconclusiveSpec`.
     """
 
     tolerances: Tolerances = Tolerances()
@@ -144,6 +160,8 @@ class CanarySpec(_Strict):
     champion: ChampionGates = ChampionGates()
     load: LoadSpec = LoadSpec()
     tune: TuneSpec = TuneSpec()
+    # what a run does when the canary cannot decide (see InconclusiveSpec)
+    inconclusive: InconclusiveSpec = InconclusiveSpec()
 
     @field_validator("quality")
     @classmethod
