@@ -117,3 +117,46 @@ def test_the_loose_settings_of_the_tests_not_about_latency_pass_two_identical_mo
     noisy = [1.4, 0.8, 4.0, 1.0][:pairs]
     assert _p99_gate(noisy, limit).passed is True
     assert _tput_gate([1 / r for r in noisy], floor).passed is True
+
+
+# --- the load phase keeps measuring while the pairs cannot decide ---------------------------------------
+
+
+class ScriptedRunner:
+    """A load runner whose windows are scripted: each target's p99 (ms) window after window, 100 requests each."""
+
+    def __init__(self, p99s: dict[str, list[float]]) -> None:
+        self.p99s = {t: iter(v) for t, v in p99s.items()}
+
+    def window(self, target: str, seconds: float, *, measure: bool = True):  # noqa: ANN201
+        from model_release.canary.measure.load import Histogram, Window
+
+        histogram = Histogram()
+        if not measure:
+            return Window(target, seconds, 0, 0, 0, histogram)
+        ms = next(self.p99s[target])
+        for _ in range(100):
+            histogram.record(ms / 1e3)
+        return Window(target, seconds, 100, 1600, 0, histogram)
+
+
+def _phase(candidate: list[float], champion: list[float]) -> dict:
+    from model_release.canary.measure.latency import CANDIDATE, CHAMPION, load_phase
+
+    load = _spec(load={"warmup_s": 0, "window_s": 0.5, "stable_windows": 3, "stability": 0.1, "budget_s": 10}).canary.load
+    runner = ScriptedRunner({CANDIDATE: candidate, CHAMPION: champion})
+    return load_phase(runner, [CANDIDATE, CHAMPION], load)  # type: ignore[arg-type]
+
+
+def test_settled_windows_whose_pairs_straddle_the_limit_keep_the_phase_measuring_until_the_budget() -> None:
+    # every window settled (within 10%) from the third on, but the ratios sit around 1.25: 3 pairs cannot tell
+    measured = _phase([12.0, 13.0, 12.4, 12.9, 12.2, 12.6, 12.3, 12.8, 12.5, 12.4, 99], [10.0] * 11)
+    assert len(measured["candidate"].windows) == len(measured["champion"].windows) == 10  # 10 s of 0.5 s windows
+    assert measured["candidate"].stable and measured["champion"].stable
+
+
+def test_settled_windows_that_decide_stop_the_phase_as_before() -> None:
+    clear = _phase([20.0, 20.4, 20.2] + [99.0] * 8, [10.0] * 11)  # 2x the champion's: decided at 3 pairs
+    assert len(clear["candidate"].windows) == 3
+    same = _phase([10.0, 10.1, 10.0] + [99.0] * 8, [10.0] * 11)
+    assert len(same["candidate"].windows) == 3

@@ -101,25 +101,26 @@ def run_canary(
             raise CanaryRejected(f"{exc.message} The report is at {result.report_json}.", result=result) from None
         raise exc.restated(f"{exc.message}. The report is at {result.report_json}.") from None
     _take(report, judgement, replays)
-    reasons, undecided = judgement.reasons, judgement.undecided
-    if reasons or not undecided:  # a failed gate blocks, whatever else could not decide
-        result = _close(report, folder, not reasons, reasons, t0, champion, record)
-    else:
-        result = _close(report, folder, False, undecided, t0, champion, record, inconclusive=True)
-        raise CanaryInconclusive(
-            f"the canary of {spec.name} ({ws.release_id}) is inconclusive: no gate failed, but "
-            + "; ".join(undecided) + ". Nothing is promoted and nothing rejected: a later canary decides it. "
-            f"The report is at {result.report_json} ({result.report_html}).",
-            result=result,
-        )
-    if reasons:
-        raise CanaryRejected(
-            f"the canary of {spec.name} ({ws.release_id}) was rejected: " + "; ".join(reasons)
-            + f". The report is at {result.report_json} ({result.report_html}).",
-            result=result,
-        )
-    return result
+    return _verdict(spec, ws.release_id, report, judgement, folder, t0, champion, record)
 
+
+def _verdict(spec: ReleaseSpec, release_id: str, report: CanaryReport, judgement: Judgement, folder: Path, t0: float,
+             champion: Champion, record: Recorder | None) -> CanaryResult:
+    """Close the report on the gates' verdict: a failed gate rejects (whatever else could not decide);
+    else an inconclusive gate makes the canary inconclusive; else it passed."""
+    reasons, undecided = judgement.reasons, judgement.undecided
+    inconclusive = bool(undecided) and not reasons
+    result = _close(report, folder, not reasons and not inconclusive, undecided if inconclusive else reasons, t0, champion,
+                    record, inconclusive=inconclusive)
+    where = f"The report is at {result.report_json} ({result.report_html})."
+    if inconclusive:
+        raise CanaryInconclusive(f"the canary of {spec.name} ({release_id}) is inconclusive: no gate failed, but "
+                                 + "; ".join(undecided) + ". Nothing is promoted and nothing rejected: a later canary "
+                                 f"decides it. {where}", result=result)
+    if reasons:
+        raise CanaryRejected(f"the canary of {spec.name} ({release_id}) was rejected: " + "; ".join(reasons) + f". {where}",
+                             result=result)
+    return result
 
 
 def _acknowledgements(spec: ReleaseSpec) -> list[dict[str, Any]]:
