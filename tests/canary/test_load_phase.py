@@ -55,17 +55,28 @@ def test_a_candidate_made_slow_is_blocked_by_the_champion_ratio_naming_both_p99s
     assert models["iris_slow"]["own_ms"] < 5 and set(models["iris_slow"]["calls"]) == {LEAF, "iris_slow_post"}
 
 
-def test_a_same_speed_candidate_passes_the_latency_gates(tmp_path, iris, iris_repository) -> None:
+def test_a_same_speed_candidate_is_never_blocked_by_the_latency_gates(tmp_path, iris, iris_repository) -> None:
+    """Two identical models pass where the machine lets the pairs tell, and are inconclusive where it does not:
+    never rejected. On 2 cores shared with other test runs, identical models measured 1.39x apart on p99 and
+    0.55x on throughput over 5 pairs (interval 0.28 to 1.11): the old median rule blocked that."""
     onnx_path, golden, reference = iris
-    # limits a same-speed candidate clears with room: at iris.yaml's 1.25 two identical models measured 1.39x
-    # apart on a busy 2-core machine, whose interval then straddles the limit (inconclusive, as it should be)
-    load = {**LOAD, "max_p99_ratio": 2.0, "min_throughput_ratio": 0.5}
+    load = {**LOAD, "max_p99_ratio": 2.0, "min_throughput_ratio": 0.5}  # room a same-speed candidate clears when quiet
     release = make_release(tmp_path, iris_repository, onnx_path, golden, reference, canary={"load": load})
-    result = _run(release, served_champion(iris_repository, tmp_path))
+    try:
+        result = _run(release, served_champion(iris_repository, tmp_path))
+    except CanaryInconclusive:
+        result = None
     report = _report(release)
     gates = _gates(report)
-    assert result.passed and gates["load.p99_ratio"]["passed"] and gates["load.throughput_ratio"]["passed"]
-    assert gates["load.p99_ratio"]["data"]["ratio"]["upper"] <= 2.0 and result.verdict == "passed"
+    assert not [g["name"] for g in report["gates"] if g["outcome"] == "failed"]
+    for name, limit in (("load.p99_ratio", 2.0), ("load.throughput_ratio", 0.5)):
+        ratio = gates[name]["data"]["ratio"]
+        if gates[name]["outcome"] == "passed":  # the whole interval within the limit
+            assert (ratio["upper"] <= limit) if name == "load.p99_ratio" else (ratio["lower"] >= limit)
+        else:  # straddling: it says so, and what would decide it
+            assert gates[name]["outcome"] == "inconclusive" and ratio["lower"] <= limit <= ratio["upper"]
+            assert "would decide it" in gates[name]["message"]
+    assert (result is not None and result.passed) == (report["verdict"] == "passed")
     assert gates["load.errors"]["passed"] and gates["load.errors"]["candidate"] == 0
     phase = report["load_phase"]
     assert phase["paired"]["pairs"] >= 3 and phase["candidate"]["requests"] > 100
