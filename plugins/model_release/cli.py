@@ -12,7 +12,8 @@
     model-release fleet status --channel C [--store URI] [--fleet FILE]    what each serving Triton serves, and drift
 
 Exit codes: 0 success, 1 failure, 2 bad input (spec, model), 3 blocked by a gate, 4 infrastructure,
-5 inconclusive (the canary or the watch could not decide: nothing promoted or rejected; run it again later).
+5 inconclusive (the canary or the watch could not decide: nothing promoted or rejected; run it again later;
+``store verify`` and ``store releases`` also exit 5 when what they check fails).
 An error is one line on stderr (credentials redacted, control characters escaped); ``--debug``
 anywhere on the command line adds the traceback. ``MODEL_RELEASE_LOG_LEVEL`` sets the log level
 (default INFO); ``MODEL_RELEASE_DEBUG_LOGGERS=botocore,urllib3`` lets those libraries log at DEBUG.
