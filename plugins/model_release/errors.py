@@ -32,6 +32,7 @@ from __future__ import annotations
 import copy
 
 from .safe_text import one_line
+from .stages import ASSEMBLE, CANARY, EXPORT, INTAKE
 
 
 class ModelReleaseError(Exception):
@@ -76,15 +77,15 @@ class SpecError(UserError):
 
 
 class IntakeError(UserError):
-    kind = "intake"
+    kind = INTAKE
 
 
 class ExportError(UserError):
-    kind = "export"
+    kind = EXPORT
 
 
 class AssembleError(UserError):
-    kind = "assemble"
+    kind = ASSEMBLE
 
 
 class GateError(UserError):
@@ -111,7 +112,7 @@ class LintError(GateError):
 
 
 class CanaryRejected(GateError):
-    kind = "canary"
+    kind = CANARY
 
 
 class InfraError(ModelReleaseError):

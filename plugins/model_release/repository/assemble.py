@@ -28,6 +28,7 @@ from ..dtypes import numpy_from_triton
 from ..errors import AssembleError, LintError
 from ..roles import ANSWERED_BY, LABEL, PROBABILITIES, VARIABLE
 from ..spec import RELEASE, CascadeSpec, FanoutSpec, ReleaseSpec
+from ..stages import REPOSITORY
 from ..types import AssembleResult, ExportResult, IntakeResult, TensorRTResult, TensorSpec
 from ..workspace import Workspace
 from . import config as cfg
@@ -85,7 +86,7 @@ def assemble(
         AssembleError: the spec, template or model disagree (the message says which and how to fix).
         LintError: the written repository has errors Triton would reject (each one listed).
     """
-    release_dir = ws.stage_dir("repository", fresh=True)
+    release_dir = ws.stage_dir(REPOSITORY, fresh=True)
     models_dir = release_dir / "models"
     version = spec.repository.model_version or 1
     release_leaf = _release_leaf(export, tensorrt)
