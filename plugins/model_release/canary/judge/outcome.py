@@ -23,13 +23,14 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ...spec.paired import DEFAULT_CONFIDENCE as _SPEC_CONFIDENCE
+
 PASS, BLOCK, INCONCLUSIVE = "pass", "block", "inconclusive"
 #: every outcome a statistical gate may end in
 OUTCOMES = (PASS, BLOCK, INCONCLUSIVE)
 
-#: the confidence of every bound when the spec names none: a gate blocks a candidate only when the
-#: golden rows show it worse than allowed at least 19 times in 20 (the usual 5% error of the first kind)
-DEFAULT_CONFIDENCE = 0.95
+#: the confidence of every bound when the spec names none (``canary.confidence``; the reason is given there)
+DEFAULT_CONFIDENCE = _SPEC_CONFIDENCE
 
 
 @dataclass(frozen=True)
