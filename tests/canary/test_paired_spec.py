@@ -298,3 +298,15 @@ def test_the_readme_table_has_a_row_for_every_paired_setting():
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     rows = {line.split("|")[1].strip().strip("`") for line in readme.splitlines() if line.startswith("| `")}
     assert sorted(set(SETTINGS) - rows) == []
+
+
+def test_slices_the_gates_cannot_judge_are_a_skipped_gate_saying_why():
+    truth, candidate, _, region = _region()
+    gates, _ = _gates(_spec(), truth, candidate, None, slices={"region": region})
+    assert gates["slices"].skipped == "no champion to compare each slice with"
+    regressor = Interface({"variable": "y"})
+    y = np.linspace(0, 1, 100).reshape(-1, 1)
+    found, _ = paired_quality_gates(_spec().canary, "regression", regressor, {"y": y}, y.reshape(-1), regressor, {"y": y},
+                                    champion_name="r-1", slices={"region": region[:100]})
+    assert {g.name: g.skipped for g in found}["slices"].endswith("this model's task is regression")
+    assert "slices" not in _gates(_spec(), truth, candidate, None)[0]  # no slices named: no line

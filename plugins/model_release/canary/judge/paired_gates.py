@@ -23,7 +23,7 @@ from ...spec import CanarySpec
 from ...spec.paired import CLASSES_SETTING, SLICES_SETTING
 from . import quality as q
 from .compare import Interface
-from .gates import Gate
+from .gates import Gate, skipped
 from .outcome import BLOCK, INCONCLUSIVE, Finding, finite
 from .paired_quality import classifier_findings, limits_from_spec, regressor_findings
 
@@ -63,6 +63,7 @@ def paired_quality_gates(canary: CanarySpec, task: str, interface: Interface, se
         (the gates, the report's ``quality.paired`` section).
     """
     limits = limits_from_spec(canary, task)
+    unsliced = _unsliced(slices, task, champion_outputs is not None and champion_interface is not None)
     if task == CLASSIFICATION:
         rename = interface.class_names() if native_names else None
         mine = q.classify(interface, served, truth, "the candidate")
@@ -76,13 +77,25 @@ def paired_quality_gates(canary: CanarySpec, task: str, interface: Interface, se
                                       champion_outputs[champion_interface.roles[VARIABLE]], limits)
         sections = {}
     else:
-        return [], {}
+        return unsliced, {}
     sections["findings"] = [f.to_dict() for f in findings]
     per_class = [f for f in findings if f.name.startswith(CLASS_PREFIX)]
     per_slice = [f for f in findings if _sliced(f, slices or {})]
     gates = [finding_gate(f) for f in findings if not f.name.startswith(CLASS_PREFIX) and not _sliced(f, slices or {})]
-    return (gates + ([classes_gate(per_class)] if per_class else []) + ([slices_gate(per_slice)] if per_slice else []),
-            finite(sections))
+    return (gates + ([classes_gate(per_class)] if per_class else []) + ([slices_gate(per_slice)] if per_slice else [])
+            + unsliced, finite(sections))
+
+
+def _unsliced(slices: Mapping[str, np.ndarray] | None, task: str, champion: bool) -> list[Gate]:
+    """The ``slices`` gate skipped, saying why, where the spec names slices these gates cannot judge."""
+    if not slices:
+        return []
+    if task != CLASSIFICATION:
+        return [skipped("slices", SLICES_SETTING, f"golden.slices gate a classifier's accuracy and negative flips per "
+                                                  f"slice; this model's task is {task}")]
+    if not champion:
+        return [skipped("slices", SLICES_SETTING, "no champion to compare each slice with")]
+    return []
 
 
 def _sliced(finding: Finding, slices: Mapping[str, np.ndarray]) -> bool:
