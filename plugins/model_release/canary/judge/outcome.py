@@ -23,14 +23,13 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ...spec.paired import DEFAULT_CONFIDENCE as _SPEC_CONFIDENCE
+#: the confidence of every bound when the spec names none (``canary.confidence``; the reason is given there)
+from ...spec.paired import DEFAULT_CONFIDENCE  # noqa: F401 (re-exported: the judge's modules take it from here)
 
 PASS, BLOCK, INCONCLUSIVE = "pass", "block", "inconclusive"
 #: every outcome a statistical gate may end in
 OUTCOMES = (PASS, BLOCK, INCONCLUSIVE)
 
-#: the confidence of every bound when the spec names none (``canary.confidence``; the reason is given there)
-DEFAULT_CONFIDENCE = _SPEC_CONFIDENCE
 
 
 @dataclass(frozen=True)
