@@ -86,7 +86,7 @@ def test_a_rollout_with_two_watched_waves_shows_each_wave_its_servers_and_figure
     assert "by ci@host · run manual__1" in section
     assert "data-plot='rollout-1'" in section and "<svg" in section
     assert "Serving fleet:</b> last roll-out #1 of <code>r2</code>: <span class='badge pass'>done</span>" in page
-    assert "2 of 2 server(s) on it" in page
+    assert "2 of 2 server(s) on <code>r2</code>" in page
     assert "<script" not in page and "http://" not in page.split("</head>")[1]  # no script, no remote asset
 
 

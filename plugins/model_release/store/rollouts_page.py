@@ -133,7 +133,7 @@ def fleet_line(rollouts: Rollouts) -> str:
     on_it = sum(1 for s in servers if s.get("after") == r["release_id"]) - len(_list(r.get("rolled_back")))
     return (f"<p><b>Serving fleet:</b> last roll-out #{r['seq']} of <code>{esc(r['release_id'])}</code>: "
             f"{_badge(r.get('outcome'))} {esc(_when(r.get('finished_at') or r.get('started_at')))} UTC, "
-            f"{max(on_it, 0)} of {len(servers)} server(s) on it</p>")
+            f"{max(on_it, 0)} of {len(servers)} server(s) on <code>{esc(r['release_id'])}</code></p>")
 
 
 def _badge(outcome: Any) -> str:
@@ -205,7 +205,8 @@ def _waves_table(r: dict[str, Any]) -> str:
             verdict, figures = "<span class='muted'>not watched</span>", ""
         else:
             elapsed = _num(w.get("elapsed_s"))
-            verdict = (f"{_badge(w.get('outcome'))} <span class='small'>{esc(w.get('sentence') or '')}</span>"
+            said = "" if w.get("outcome") == "pass" else w.get("sentence") or ""  # a pass's sentence: the figures beside
+            verdict = (f"{_badge(w.get('outcome'))} <span class='small'>{esc(said)}</span>"
                        f"<br><span class='muted small'>{len(_list(w.get('measurements')))} measurement(s)"
                        + (f" in {elapsed:.0f} s" if elapsed is not None else "") + "</span>")
             figures = _figures_cell(w)
