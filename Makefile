@@ -14,7 +14,7 @@ demo: setup
 
 # the distributed stack (Postgres, Redis, Celery workers, MLflow server, a separate Triton): one release through the REST API
 distributed-demo: setup-distributed
-	$(PY) -m model_release.local.distributed_demo
+	$(PY) -m model_release.distributed_demo
 
 # the embedded stack as services that keep running (README, "Using it"); state under .work/stack
 up: setup

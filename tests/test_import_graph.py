@@ -1,4 +1,4 @@
-"""No import cycles among model_release's modules, and the layering DESIGN.md names.
+"""No import cycles among model_release's modules, and the layering the design names (README, Layout).
 
 Every import statement counts: at module level, inside functions (a lazy import is still a
 dependency) and under ``TYPE_CHECKING``. ``from pkg import name`` depends on the module
@@ -84,7 +84,7 @@ def test_no_import_cycles_among_model_release_modules() -> None:
 def test_stage_modules_do_not_reach_into_the_embedded_stack() -> None:
     """``local/`` holds the embedded stand-ins (MLflow on SQLite, moto, free ports): only the local
     Triton launcher (``triton/local.py``, for its ports), the CLI and the demo may use it."""
-    allowed = {"model_release.cli", "model_release.demo", "model_release.triton.local"}
+    allowed = {"model_release.cli", "model_release.demo", "model_release.distributed_demo", "model_release.triton.local"}
     graph = import_graph()
     offenders = sorted(
         f"{m} -> {t}" for m, targets in graph.items() for t in targets
@@ -101,6 +101,20 @@ def arrows(graph: dict[str, set[str]], source: str, target: str) -> list[str]:
     """Every import from a module of package ``source`` into a module of package ``target``."""
     return sorted(f"{m} -> {t}" for m, targets in graph.items() if _within(m, source)
                   for t in targets if _within(t, target))
+
+
+#: the package's entry points, at its top, and the one runner of the stages below them
+ENTRY_POINTS = ("model_release.cli", "model_release.demo", "model_release.distributed_demo", "model_release.reexport")
+RUNNER = "model_release.pipeline"
+
+
+def test_no_arrow_runs_back_up_to_the_runner_or_an_entry_point() -> None:
+    """A room (a sub-package: export/, local/, canary/, ...) never imports a command or a demo above it, and only
+    the Airflow room (the core <- airflow <- dags direction) wraps the runner."""
+    graph = import_graph()
+    back_up = sorted(f"{m} -> {t}" for m, targets in graph.items() for t in targets if m.count(".") >= 2 and (
+        t in ENTRY_POINTS or t == RUNNER and not _within(m, "model_release.airflow")))
+    assert back_up == [], back_up
 
 
 def test_arrows_finds_a_planted_import_into_a_forbidden_package(tmp_path: Path) -> None:

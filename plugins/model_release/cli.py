@@ -8,7 +8,8 @@
     model-release demo                                                     three releases on the embedded stack
     model-release up [--detach] | down | status [--wait]                   the local stack as services
     model-release webhook-receiver --port N [--specs DIR]                  MLflow registry webhooks -> Airflow
-    model-release rollout --channel C [--store URI] [--fleet FILE]         roll the channel out to its serving Tritons
+    model-release rollout --channel C [--store URI] [--fleet FILE] [--spec FILE | --no-watch]
+                                                                           roll the channel out to its serving Tritons, watched
     model-release fleet status --channel C [--store URI] [--fleet FILE]    what each serving Triton serves, and drift
 
 Exit codes: 0 success, 1 failure, 2 bad input (spec, model), 3 blocked by a gate, 4 infrastructure,

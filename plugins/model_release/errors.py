@@ -41,6 +41,7 @@ from __future__ import annotations
 import copy
 
 from .safe_text import one_line
+from .stages import ASSEMBLE, CANARY, EXPORT, INTAKE
 
 
 class ModelReleaseError(Exception):
@@ -85,15 +86,15 @@ class SpecError(UserError):
 
 
 class IntakeError(UserError):
-    kind = "intake"
+    kind = INTAKE
 
 
 class ExportError(UserError):
-    kind = "export"
+    kind = EXPORT
 
 
 class AssembleError(UserError):
-    kind = "assemble"
+    kind = ASSEMBLE
 
 
 class GateError(UserError):
@@ -120,7 +121,7 @@ class LintError(GateError):
 
 
 class CanaryRejected(GateError):
-    kind = "canary"
+    kind = CANARY
 
 
 class InfraError(ModelReleaseError):

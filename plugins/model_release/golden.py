@@ -29,6 +29,12 @@ from .types import IntakeResult, TensorSpec
 
 Batch = dict[str, np.ndarray]
 
+#: a golden.slices column's array in truth.npz is named this prefix and the column's name
+SLICE_PREFIX = "slice."
+#: a golden.slices column of more distinct values than this is refused: it names no slices but rows
+#: (an id, a timestamp), and each value's gates would share the confidence with all the others
+MAX_SLICE_VALUES = 100
+
 
 def golden_origin(spec: ReleaseSpec) -> str:
     """Where the golden set comes from, for messages: a path or ``the logged input example``."""
@@ -54,16 +60,22 @@ def iter_golden(spec: ReleaseSpec, intake: IntakeResult, *, batch_rows: int | No
     """
     origin = golden_origin(spec)
     error: type[SpecError] | type[IntakeError] = SpecError if spec.golden.source == "file" else IntakeError
-    target = spec.golden.target
     produced = 0
     for batch in _raw_batches(spec, intake, batch_rows or spec.golden.batch_rows):
-        conformed = conform({k: v for k, v in batch.items() if k != target}, intake.inputs, origin=origin, error=error)
+        conformed = conform(_inputs_of(batch, spec, intake), intake.inputs, origin=origin, error=error)
         if not spec.golden.allow_nonfinite_inputs:
             _refuse_nonfinite(conformed, produced, origin, spec, error)
         yield conformed
         produced += len(next(iter(batch.values()))) if batch else 0
     if produced == 0:
         raise error(f"golden set {origin} has no rows; give at least one row of model inputs")
+
+
+def _inputs_of(batch: Batch, spec: ReleaseSpec, intake: IntakeResult) -> Batch:
+    """The batch's columns that may be inputs: not the target, not a slice column (unless an input has its name)."""
+    names = {n for s in intake.inputs for n in (s.name, s.original_name)}
+    other = {spec.golden.target, *spec.golden.slices} - names
+    return {k: v for k, v in batch.items() if k not in other}
 
 
 def check_golden(spec: ReleaseSpec, intake: IntakeResult) -> int:
@@ -85,15 +97,65 @@ def check_golden(spec: ReleaseSpec, intake: IntakeResult) -> int:
     if spec.golden.target is not None:
         for _ in iter_targets(spec, intake):
             pass
+    if spec.golden.slices:
+        slice_values(spec, intake)
     return rows
 
 
 def write_truth(spec: ReleaseSpec, intake: IntakeResult, path: Path) -> int:
-    """Write the ground-truth column as ``path`` (an .npz with one array, ``target``); return its rows."""
+    """Write the ground truth as ``path``, an .npz: ``target``, and ``slice.<column>`` (text) per golden.slices column.
+
+    Returns:
+        its rows.
+    """
+    slices = {SLICE_PREFIX + c: v for c, v in slice_values(spec, intake).items()}
     with NpzWriter(path) as writer:
+        start = 0
         for values in iter_targets(spec, intake):
-            writer.append({"target": values})
+            writer.append({"target": values, **{k: v[start:start + len(values)] for k, v in slices.items()}})
+            start += len(values)
     return writer.rows
+
+
+def slice_values(spec: ReleaseSpec, intake: IntakeResult) -> dict[str, np.ndarray]:
+    """Each ``golden.slices`` column's value on every golden row, as text.
+
+    Raises:
+        SpecError: the file has no such column, it is not one value per row, it holds floating-point
+            numbers (no categories), or more than :data:`MAX_SLICE_VALUES` distinct values.
+    """
+    if not spec.golden.slices:
+        return {}
+    origin = golden_origin(spec)
+    parts: dict[str, list[np.ndarray]] = {c: [] for c in spec.golden.slices}
+    for batch in _raw_batches(spec, intake, spec.golden.batch_rows):
+        for column in spec.golden.slices:
+            parts[column].append(_slice_batch(batch, column, origin, spec))
+    out = {c: np.concatenate(p) if p else np.empty(0, dtype=str) for c, p in parts.items()}
+    for column, values in out.items():
+        distinct = len(np.unique(values))
+        if distinct > MAX_SLICE_VALUES:
+            raise SpecError(
+                f"golden set {origin}: slice column {column!r} (golden.slices in {spec.where}) has {distinct} distinct "
+                f"values, more than {MAX_SLICE_VALUES}: a slice column names categories (a region, a device), not rows; "
+                "name a coarser column"
+            )
+    return out
+
+
+def _slice_batch(batch: Batch, column: str, origin: str, spec: ReleaseSpec) -> np.ndarray:
+    """One batch of a slice column as text, checked."""
+    if column not in batch:
+        raise SpecError(f"golden set {origin} has no slice column {column!r} (golden.slices in {spec.where}); "
+                        f"its columns: {sorted(batch)}")
+    values = np.asarray(batch[column])
+    if values.ndim > 1 and values.shape[1:] == (1,):
+        values = values.reshape(-1)
+    if values.ndim != 1 or values.dtype.kind not in "biuUSO":
+        what = f"dtype {values.dtype}" if values.ndim == 1 else f"{list(values.shape[1:])} values per row"
+        raise SpecError(f"golden set {origin}: slice column {column!r} has {what}; a slice column holds one "
+                        "category per row: strings, integers or booleans")
+    return np.array([v.decode() if isinstance(v, bytes) else str(v) for v in values.tolist()], dtype=str)
 
 
 def _refuse_nonfinite(batch: Batch, offset: int, origin: str, spec: ReleaseSpec, error: type[Exception]) -> None:
@@ -117,7 +179,9 @@ def _raw_batches(spec: ReleaseSpec, intake: IntakeResult, size: int) -> Iterator
     if spec.golden.source == "file":
         path = golden_file(spec)
         if path.suffix == ".parquet":
-            return _iter_parquet(path, size, limit, intake.inputs, exclude={spec.golden.target} - {None})
+            inputs = {n for s in intake.inputs for n in (s.name, s.original_name)}
+            return _iter_parquet(path, size, limit, intake.inputs,
+                                 exclude=({spec.golden.target} - {None}) | (set(spec.golden.slices) - inputs))
         return iter_npz(path, size, limit=limit)
     return _iter_example(intake, size, limit)
 

@@ -73,6 +73,6 @@ def test_slices_run_the_same_gate_on_each_value_of_a_golden_column():
     assert {f.name: f.outcome for f in findings} == {"quality.accuracy[region=north]": PASS,
                                                      "quality.accuracy[region=south]": BLOCK}
     assert table[2] == {"slice": "region=tiny", "rows": 200,
-                        "not_gated": "200 golden rows, fewer than the 300 a slice needs to be gated"}
+                        "not_gated": "200 golden rows, fewer than the 300 a slice needs to be gated (canary.classes.min_support)"}
     assert findings[0].data["confidence"] == pytest.approx(0.975)
     assert accuracy_change(candidate_right, champion_right, max_absolute_drop=0.05)[0].outcome == PASS

@@ -19,9 +19,16 @@ from .support import INPUT, make_release
 pytestmark = pytest.mark.integration
 
 
-def _with_truth(release, path):  # noqa: ANN001, ANN202
-    np.savez(path, target=load_iris().target)
-    return dataclasses.replace(release, export=dataclasses.replace(release.export, truth_path=str(path)))
+def _with_truth(release, path, slices: dict[str, np.ndarray] | None = None):  # noqa: ANN001, ANN202
+    """The release with ground truth written as the export stage writes it (and ``golden.slices`` columns, when given)."""
+    np.savez(path, target=load_iris().target, **{f"slice.{c}": v for c, v in (slices or {}).items()})
+    spec = release.spec
+    if slices:
+        from model_release.spec import GoldenSpec
+
+        spec = spec.model_copy(update={"golden": GoldenSpec(source="file", path="g.npz", target="species",
+                                                            slices=list(slices), min_rows=1)})
+    return dataclasses.replace(release, spec=spec, export=dataclasses.replace(release.export, truth_path=str(path)))
 
 
 def _native(answers: dict[str, np.ndarray]) -> Champion:
@@ -35,7 +42,9 @@ def _report(release) -> dict:  # noqa: ANN001
 
 def test_paired_gates_judge_against_the_champion_on_ground_truth_and_agreement_is_only_reported(tmp_path, iris, iris_repository):
     onnx_path, golden, reference = iris
-    release = _with_truth(make_release(tmp_path, iris_repository, onnx_path, golden, reference), tmp_path / "truth.npz")
+    part = (np.arange(150) % 3).astype(str)  # golden.slices: three slices of 50 rows
+    release = _with_truth(make_release(tmp_path, iris_repository, onnx_path, golden, reference), tmp_path / "truth.npz",
+                          {"part": part})
     champion = {"label": reference["label"].copy(), "probabilities": reference["probabilities"].copy()}  # an equal model
 
     result = run_canary(release.spec, release.intake, release.export, release.assembled, release.workspace,
@@ -51,6 +60,10 @@ def test_paired_gates_judge_against_the_champion_on_ground_truth_and_agreement_i
     assert "champion.agreement" not in gates and report["shift"]["agreement"] == 1.0  # reported, not gated
     assert paired["flips"]["negative"] == 0 and len(paired["classes"]) == 3
     assert sum(b["rows"] for b in paired["reliability"]["candidate"]["bins"]) == 150
+    assert gates["slices"]["passed"] is True and gates["slices"]["setting"] == "golden.slices"
+    assert gates["slices"]["candidate"] == "0 of 6 slice gates blocked"  # accuracy and flips on each slice
+    assert [r["slice"] for r in paired["slices"]["part"]] == ["part=0", "part=1", "part=2"]
+    assert report["golden"]["slices"] == ["part"]
 
 
 def test_nan_served_outputs_with_ground_truth_are_blocked_by_the_nonfinite_gate_and_the_report_is_written(
@@ -72,3 +85,4 @@ def test_nan_served_outputs_with_ground_truth_are_blocked_by_the_nonfinite_gate_
     assert gates["nonfinite"]["passed"] is False and report["verdict"] == "rejected"
     assert report["quality"]["candidate"]["rows_with_nonfinite_scores"] == 4
     assert "quality.log_loss" in gates and "flips.negative" in gates
+

@@ -221,6 +221,7 @@ LOADS = [
     _rule("python-no-execute"),
     _rule("python-undefined-name"),
     _rule("python-no-responses"),
+    _rule("python-execute-stub"),
     _rule("decoupled-returns"),
     _rule("bls-target-missing"),
     _rule("bls-output-unknown"),
@@ -316,7 +317,7 @@ CASES = LOADS + REFUSED + UNDECIDED
 QUICK = frozenset({
     "valid-python", "valid-ensemble", "valid-onnx-leaf-core", "onnx-leaf-explicit-platform", "version-folder-0",
     "python-unknown-platform", "ensemble-member-unbatched-same-dims", "ensemble-input-overwritten",
-    "python-no-execute", "bls-cycle",
+    "python-no-execute", "python-execute-stub", "bls-cycle",
     "name-mismatch", "config-missing", "config-parse", "config-parse-two-schedulers", "platform-missing",
     "platform-unknown", "platform-backend-pair", "ensemble-backend", "scheduling-not-ensemble",
     "python-parameter-invalid", "version-none", "version-policy-none", "version-policy-latest-zero",

@@ -70,6 +70,11 @@ _EXECUTE = [
     "            responses.append(pb_utils.InferenceResponse(outputs))",
     "        return responses",
 ]
+#: the placeholder Triton's own QA model.py files have where only the load is tested
+_STUB_EXECUTE = [
+    "    def execute(self, requests):",
+    "        pass",
+]
 _DECOUPLED_EXECUTE = [
     "    def execute(self, requests):",
     "        for request in requests:",
@@ -82,8 +87,11 @@ _DECOUPLED_EXECUTE = [
 
 
 def model_py(batch: int = 0, inputs: list[str] = STANDARD_INPUTS, outputs: list[str] = STANDARD_OUTPUTS,
-             dynamic: bool = False, policy: str | None = None, returns: bool = True) -> str:
-    """A model.py whose static auto_complete_config declares what the arguments say."""
+             dynamic: bool = False, policy: str | None = None, returns: bool = True, stub: bool = False) -> str:
+    """A model.py whose static auto_complete_config declares what the arguments say.
+
+    ``stub``: execute is ``pass``, as in the QA cases whose model.py Triton only loads.
+    """
     body = [f"        config.set_max_batch_size({batch})"]
     if dynamic:
         body.append("        config.set_dynamic_batching()")
@@ -103,7 +111,7 @@ def model_py(batch: int = 0, inputs: list[str] = STANDARD_INPUTS, outputs: list[
         "    def auto_complete_config(config):",
         *body,
         "",
-        *(_DECOUPLED_EXECUTE if policy and "decoupled=True" in policy else _EXECUTE),
+        *(_STUB_EXECUTE if stub else _DECOUPLED_EXECUTE if policy and "decoupled=True" in policy else _EXECUTE),
         "",
     ])
 
@@ -140,7 +148,7 @@ def _one(name: str, text: str, source: str, checks: str) -> QaCase:
 
 
 def _steps_ensemble() -> QaCase:
-    step = model_py(4, [_spec("INPUT0")], [_spec("OUTPUT0")], dynamic=True)
+    step = model_py(4, [_spec("INPUT0")], [_spec("OUTPUT0")], dynamic=True, stub=True)
     ensemble = config("conflicting_scheduler_ensemble", [inp("ENSEMBLE_INPUT0")], [out("ENSEMBLE_OUTPUT0")], """
 platform: "ensemble"
 ensemble_scheduling { step [
@@ -159,24 +167,24 @@ ensemble_scheduling { step [
 def _success() -> dict[str, QaCase]:
     std = STANDARD_CONFIG_TENSORS
     cases = [
-        _one("dynamic_batching", config("dynamic_batching", std[:2], std[2:]), model_py(4, dynamic=True),
+        _one("dynamic_batching", config("dynamic_batching", std[:2], std[2:]), model_py(4, dynamic=True, stub=True),
              "batch size and dynamic batching come from model.py"),
         _one("dynamic_batching_no_op", config("dynamic_batching_no_op", std[:2], std[2:], "max_batch_size: 4",
                                               "dynamic_batching { preferred_batch_size: [ 4 ] }"),
-             model_py(4, dynamic=True), "model.py asks for what the config already has"),
+             model_py(4, dynamic=True, stub=True), "model.py asks for what the config already has"),
         _one("empty_config", "", SHARED, "an empty config.pbtxt: everything from model.py"),
         _one("incomplete_input", config("incomplete_input", [inp("INPUT1")]),
-             model_py(0, [_spec("INPUT0")], STANDARD_OUTPUTS), "one input in the config, the other and the outputs from model.py"),
+             model_py(0, [_spec("INPUT0")], STANDARD_OUTPUTS, stub=True), "one input in the config, the other and the outputs from model.py"),
         _one("incomplete_output", config("incomplete_output", [], [out("OUTPUT0", dims=None), out("OUTPUT1", dtype=None)]),
              SHARED, "outputs without dims or data_type, completed from model.py"),
         _one("model_transaction_policy", config(None, std[:2], std[2:]), model_py(4, policy="dict(decoupled=True)"),
              "model.py makes the model decoupled"),
         _one("model_transaction_policy_decoupled_false", config(None, std[:2], std[2:]),
-             model_py(4, policy="dict(decoupled=False)"), "model.py sets decoupled false"),
+             model_py(4, policy="dict(decoupled=False)", stub=True), "model.py sets decoupled false"),
         _one("model_transaction_policy_no_op", config(None, std[:2], std[2:], "model_transaction_policy { decoupled: true }"),
              model_py(4, policy="dict(decoupled=True)"), "model.py sets decoupled as the config does"),
         _one("optional_input", config(None, [inp("INPUT1")]),
-             model_py(0, [_spec("INPUT0", optional=True)], STANDARD_OUTPUTS), "an optional input from model.py"),
+             model_py(0, [_spec("INPUT0", optional=True)], STANDARD_OUTPUTS, stub=True), "an optional input from model.py"),
         _one("unknown_input", config("unknown_input", [inp("INPUT0"), inp("INPUT_UNKNOWN")], std[2:]), SHARED,
              "a config input model.py does not declare is kept"),
         _one("unknown_output", config("unknown_output", std[:2], [out("OUTPUT_UNKNOWN"), out("OUTPUT1")]), SHARED,

@@ -28,6 +28,14 @@ def edit_source(root: Path, model: str, old: str, new: str) -> None:
     path.write_text(text.replace(old, new))
 
 
+def _stub_execute(root: Path, model: str) -> None:
+    """Make execute a placeholder: ``pass`` for its whole body (as Triton's QA models write it)."""
+    path = root / model / "1" / "model.py"
+    head, found, _ = path.read_text().partition("    def execute(self, requests):\n")
+    assert found, f"the mutation must change {model}'s model.py"
+    path.write_text(head + found + "        pass\n")
+
+
 def _step(config, model: str):
     return next(s for s in config.ensemble_scheduling.step if s.model_name == model)
 
@@ -157,6 +165,7 @@ CASES: dict[str, tuple[str, Callable[[Path], object]]] = {
     "python-undefined-at-load": ("postprocess", lambda r: edit_source(r, "postprocess", "NAMES = np.array", "NAMES = npx.array")),
     "python-undefined-name": ("postprocess", lambda r: edit_source(r, "postprocess", "NAMES[probabilities", "LABEL_NAMES[probabilities")),
     "python-no-responses": ("preprocess", lambda r: edit_source(r, "preprocess", "        return responses\n", "")),
+    "python-execute-stub": ("preprocess", lambda r: _stub_execute(r, "preprocess")),
     "decoupled-returns": ("add_sub", lambda r: edit(r, "add_sub", lambda c: setattr(c.model_transaction_policy, "decoupled", True))),
     "bls-target-missing": ("bls_async", lambda r: edit_source(r, "bls_async", 'model_name="add_sub"', 'model_name="add_subtract"')),
     "bls-target-dynamic": ("bls_sync", lambda r: edit_source(r, "bls_sync", "model_name=TARGET", 'model_name=pb_utils.get_input_tensor_by_name(request, "MODEL").as_numpy()[0].decode()')),

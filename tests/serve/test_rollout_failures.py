@@ -67,7 +67,7 @@ def test_sigkilled_mid_wave_then_rerun_converges_without_a_mixed_answer(tmp_path
             second.promote(store)
             proc = subprocess.Popen(
                 [sys.executable, "-m", "model_release.cli", "rollout", "--channel", CHANNEL, "--store", store.uri,
-                 "--fleet", str(fleet_file), "--cache", str(tmp_path / "cache"), "--lock-ttl", "3"],
+                 "--fleet", str(fleet_file), "--cache", str(tmp_path / "cache"), "--lock-ttl", "3", "--no-watch"],
                 cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
             member = tmp_path / "serve-2" / "models" / "iris_model"
             deadline = time.monotonic() + 120

@@ -2,18 +2,23 @@
 
 Each test sets a short bake in ``serve.watch`` (seconds, not minutes). The time limits are widened
 (floor 50 ms) because the shared 2-core machine moves one server's tail by tens of milliseconds;
-the error-rate limits are the defaults.
+the error-rate limits are the defaults. The good release rolls out through ``model-release rollout``
+(the terminal's watch, from a spec file); each roll-out leaves the channel's history page showing it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from model_release.errors import ServiceUnavailable
-from model_release.serve.fleet import Fleet, Server
+from model_release.serve.fleet import Fleet, Server, write_fleet
 from model_release.serve.guard import ROLLED_BACK, WatchPlan
 from model_release.serve.record import read_records
 from model_release.serve.rollout import RolloutOptions, identify, roll_out
@@ -21,12 +26,15 @@ from model_release.serve.triton_ops import ServingTriton
 from model_release.serve.versions import read_versions
 from model_release.serve.watch import HttpProbe, WatchFailed, WatchInconclusive, WatchSpec
 from model_release.store import ledger
+from model_release.store.keys import page_key
 from model_release.triton.local import LocalTriton
 
 from ..repository.support import INPUT
 from .support import CHANNEL, NAME, POSTPROCESS, RequestLoop, build_release
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 #: a production input the golden set never holds: every probability saturates at 1.0
 FAR_ROW = [60.0, -60.0, 60.0, 60.0]
@@ -87,21 +95,51 @@ def model_ref(store, release_id):
     return model["name"], model["version"]
 
 
+def cli_rollout(store, tmp_path, *extra: str, timeout_s: float = 240) -> subprocess.CompletedProcess:
+    """``model-release rollout`` in a process of its own; on a timeout the failure shows what it had said."""
+    args = [sys.executable, "-m", "model_release.cli", "rollout", "--channel", CHANNEL, "--store", store.uri,
+            "--fleet", str(tmp_path / "fleet.json"), "--cache", str(tmp_path / "cache"), *extra]
+    with subprocess.Popen(args, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            pytest.fail(f"model-release rollout ran over {timeout_s:g} s; it said:\n{err[-4000:]}")
+    return subprocess.CompletedProcess(args, proc.returncode, out, err)
+
+
+def channel_page(store) -> str:
+    return store.backend.get_bytes(page_key(CHANNEL))[0].decode()
+
+
 def test_a_good_release_under_steady_traffic_passes_every_wave(tmp_path, store, two_releases):
     first, second = two_releases
+    spec = tmp_path / "spec.yaml"  # JSON is YAML: the release's own spec but a short watch and no alias to move
+    spec.write_text(json.dumps({"name": NAME, "model": {"name": "iris-classifier", "alias": "candidate"},
+                                "promote": {"mlflow_alias": None}, "serve": {"watch": short_watch().model_dump()}}))
     with metrics_fleet(tmp_path) as fleet:
         roll_out(store, fleet, RolloutOptions(cache_dir=tmp_path / "cache"))
-        with RequestLoop(fleet, [first, second], max_s=120) as loop:
+        write_fleet(tmp_path / "fleet.json", {CHANNEL: list(fleet.servers)})
+        with RequestLoop(fleet, [first, second], max_s=240) as loop:  # the CLI's own start takes a while here
             loop.wait_for(50)
             second.promote(store)
-            options = RolloutOptions(cache_dir=tmp_path / "cache", watch=WatchPlan(short_watch()))
-            record = roll_out(store, fleet, options)
+            done = cli_rollout(store, tmp_path, "--spec", str(spec))
+        assert done.returncode == 0, done.stderr
         assert [serving(store, s) for s in fleet.servers] == [second.release_id] * 2
+    assert f"watch: each wave watched by {spec}: bake 4 s" in done.stderr
     assert loop.traffic.failures == [] and loop.traffic.mixed == []
-    assert record.outcome == "done", record.reason
-    assert [(w["wave"], w["outcome"]) for w in record.watch] == [(1, "pass"), (2, "pass")], record.watch
-    assert record.watch[1]["baseline"], "the last wave is judged against the old release's carried figures"
+    record = read_records(store, CHANNEL)[-1]
+    assert record["outcome"] == "done", record["reason"]
+    assert [(w["wave"], w["outcome"]) for w in record["watch"]] == [(1, "pass"), (2, "pass")], record["watch"]
+    assert record["watch"][1]["baseline"], "the last wave is judged against the old release's carried figures"
     assert store.read_pointer(CHANNEL).release_id == second.release_id
+    page = channel_page(store)  # rewritten by the roll-out as it ended
+    section = page[page.index(f"data-rollout='{record['seq']}'"):]
+    section = section[:section.index("</details>")]
+    assert f"data-release='{second.release_id}' data-outcome='done' open>" in section
+    assert re.findall(r"<tr data-wave='(\d)'>", section) == ["1", "2"]
+    assert section.count("<span class='badge pass'>pass</span>") == 2 and "mean request time: <b>" in section
 
 
 def test_errors_only_production_sends_roll_everything_back_within_one_bake(tmp_path, store, two_releases):
@@ -130,6 +168,11 @@ def test_errors_only_production_sends_roll_everything_back_within_one_bake(tmp_p
     assert (pointer.release_id, pointer.action) == (first.release_id, "rollback")
     entry = ledger.read_entry(store, CHANNEL, *model_ref(store, bad.release_id))[0]
     assert entry["state"] == ledger.REJECTED and entry["reason"].startswith(ledger.IN_PRODUCTION + ROLLED_BACK)
+    page = channel_page(store)  # the roll-out, its sentence, and the pointer's move back it made
+    assert f"data-release='{bad.release_id}' data-outcome='rolled back' open>" in page
+    assert f"<p class='reason bad'>{record['reason']}</p>" in page and "probe error rate: <b>100.0%</b>" in page
+    row = re.search(rf"data-action='rollback' data-release='{first.release_id}'>.*?</tr>", page).group(0)
+    assert f"{record['reason']} (roll-out #{record['seq']} of {bad.release_id})" in row
 
 
 def test_no_traffic_during_the_bake_is_inconclusive_and_moves_nothing(tmp_path, store, two_releases):

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CanaryRejected
+from ..golden import SLICE_PREFIX
 from ..spec import DEFAULT_MIN_GOLDEN_ROWS, ReleaseSpec
 from ..triton.client import ReplayResult, TritonHttpClient, replay
 from ..triton.delivery import Delivery, RemoteCanary, check_plans
@@ -46,17 +47,23 @@ def _load_npz(path: str, what: str) -> dict[str, np.ndarray]:
 def load_golden(spec: ReleaseSpec, export: ExportResult, report: CanaryReport) -> Golden:
     inputs = _load_npz(export.golden_path, "golden set")
     reference = _load_npz(export.reference_path, "native reference")
-    truth = _load_npz(export.truth_path, "ground truth")["target"] if export.truth_path else None
+    written = _load_npz(export.truth_path, "ground truth") if export.truth_path else {}
+    truth = written.get("target")
+    slices = {column: written[SLICE_PREFIX + column] for column in spec.golden.slices if SLICE_PREFIX + column in written}
+    missing = [c for c in spec.golden.slices if c not in slices]
+    if missing and export.truth_path:
+        raise CanaryRejected(f"the ground truth {export.truth_path!r} holds no golden.slices column {missing}: it was "
+                             "written before the spec named them; re-run the export stage")
     rows = int(len(next(iter(inputs.values())))) if inputs else 0
     report.golden = {
         "path": export.golden_path, "reference": export.reference_path, "inputs": sorted(inputs), "rows": rows,
         "target": spec.golden.target, "truth": export.truth_path or None, "min_rows": spec.golden.min_rows,
-        "min_rows_lowered": spec.golden.min_rows < DEFAULT_MIN_GOLDEN_ROWS,
+        "min_rows_lowered": spec.golden.min_rows < DEFAULT_MIN_GOLDEN_ROWS, "slices": sorted(slices),
     }
     if spec.golden.min_rows < DEFAULT_MIN_GOLDEN_ROWS:
         report.golden["note"] = (f"golden.min_rows is {spec.golden.min_rows}, below the default {DEFAULT_MIN_GOLDEN_ROWS}: "
                                  "an explicit choice of the spec")
-    return Golden(inputs, reference, truth, rows)
+    return Golden(inputs, reference, truth, rows, slices=slices)
 
 
 @contextlib.contextmanager

@@ -36,3 +36,5 @@ class Golden:
     truth: np.ndarray | None = None
     rows: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    #: ``golden.slices`` column -> its value (as text) on each golden row
+    slices: dict[str, np.ndarray] = field(default_factory=dict)

@@ -387,7 +387,7 @@ def _parity_message(spec: ReleaseSpec, report: ParityReport, reference: str, ws:
 
 def _write_reproduce(out: Path, ws: Workspace) -> str:
     """A shell script that re-runs this export from the workspace (intake.json and spec.json)."""
-    cmd = [sys.executable, "-m", "model_release.export", "--root", str(ws.root.resolve()), "--release", ws.release_id]
+    cmd = [sys.executable, "-m", "model_release.reexport", "--root", str(ws.root.resolve()), "--release", ws.release_id]
     script = ("#!/bin/sh\n# Re-runs the export stage of this release from its saved intake result and spec.\n"
               f"exec {shlex.join(cmd)} \"$@\"\n")
     path = out / "reproduce.sh"

@@ -28,10 +28,11 @@ from ..dtypes import numpy_from_triton
 from ..errors import AssembleError, LintError
 from ..roles import ANSWERED_BY, LABEL, PROBABILITIES, VARIABLE
 from ..spec import RELEASE, CascadeSpec, FanoutSpec, ReleaseSpec
+from ..stages import REPOSITORY
 from ..types import AssembleResult, ExportResult, IntakeResult, TensorRTResult, TensorSpec
 from ..workspace import Workspace
 from . import config as cfg
-from .lint import lint_repository
+from .lint import LintReport, lint_repository
 from .lint.callgraph import call_depths
 from .manifest import build_manifest, write_manifest
 from .onnx_io import onnx_io
@@ -85,40 +86,18 @@ def assemble(
         AssembleError: the spec, template or model disagree (the message says which and how to fix).
         LintError: the written repository has errors Triton would reject (each one listed).
     """
-    release_dir = ws.stage_dir("repository", fresh=True)
+    release_dir = ws.stage_dir(REPOSITORY, fresh=True)
     models_dir = release_dir / "models"
     version = spec.repository.model_version or 1
-    release_leaf = _release_leaf(export, tensorrt)
-    shape = spec.repository.shape
-    entry, labels = spec.name, None
-    if shape == "single":
-        models = [_leaf_model(spec.name, release_leaf, spec)]
-        roles = _single_roles(release_leaf.outputs)
-    elif shape == "classifier":
-        models, labels = _classifier(spec, intake, release_leaf)
-        roles = {PROBABILITIES: PROBABILITIES, LABEL: LABEL}
-    elif shape == "cascade":
-        block = _block(spec.repository.cascade, shape)
-        models, roles = _cascade(spec, release_leaf, block), {PROBABILITIES: block.output, ANSWERED_BY: ANSWERED_BY}
-    elif shape == "fanout":
-        block = _block(spec.repository.fanout, shape)
-        models, roles = _fanout(spec, release_leaf, block), {PROBABILITIES: block.output}
-    else:  # pragma: no cover - the spec's Literal refuses it first
-        raise AssembleError(f"repository.shape {shape!r} is unknown; valid: classifier, cascade, fanout, single")
+    entry = spec.name
+    models, roles, labels = _models_of_shape(spec, intake, _release_leaf(export, tensorrt))
     _size_bls_instances(models, spec.repository.instances)
     calls = {m.name: sorted({*m.calls, *(s.model_name for s in m.config.ensemble_scheduling.step)}) for m in models}
     for model in models:
         if is_warmable_leaf(model.config):
             add_warmup(model.config, _inside(models_dir, model.name), export.golden_path)
         _write_model(models_dir, model, version)
-
-    report = lint_repository(models_dir)
-    if report.errors:
-        raise LintError(
-            f"the assembled repository {models_dir} has {len(report.errors)} error(s) Triton would reject; "
-            f"they come from the templates under {template_root()} with this spec: fix the template or the "
-            "spec as each finding says, then assemble again:\n" + "\n".join(f"  {finding}" for finding in report.errors),
-        )
+    report = _lint_written(models_dir)
     versions = {model.name: version for model in models}
     classes = list(intake.classes) if intake.classes is not None else None
     manifest = build_manifest(
@@ -153,6 +132,38 @@ def assemble(
 
 
 # --- the models of each shape -------------------------------------------------------------------
+
+
+def _models_of_shape(
+    spec: ReleaseSpec, intake: IntakeResult, release_leaf: _Leaf
+) -> tuple[list[ModelDir], dict[str, str], list[str] | None]:
+    """The models of the spec's repository shape, the output roles they play, and the labels (classifier)."""
+    shape = spec.repository.shape
+    if shape == "single":
+        return [_leaf_model(spec.name, release_leaf, spec)], _single_roles(release_leaf.outputs), None
+    if shape == "classifier":
+        models, labels = _classifier(spec, intake, release_leaf)
+        return models, {PROBABILITIES: PROBABILITIES, LABEL: LABEL}, labels
+    if shape == "cascade":
+        block = _block(spec.repository.cascade, shape)
+        return _cascade(spec, release_leaf, block), {PROBABILITIES: block.output, ANSWERED_BY: ANSWERED_BY}, None
+    if shape == "fanout":
+        block = _block(spec.repository.fanout, shape)
+        return _fanout(spec, release_leaf, block), {PROBABILITIES: block.output}, None
+    raise AssembleError(  # pragma: no cover - the spec's Literal refuses it first
+        f"repository.shape {shape!r} is unknown; valid: classifier, cascade, fanout, single")
+
+
+def _lint_written(models_dir: Path) -> LintReport:
+    """Lint the written repository; its report, or LintError listing what Triton would reject."""
+    report = lint_repository(models_dir)
+    if report.errors:
+        raise LintError(
+            f"the assembled repository {models_dir} has {len(report.errors)} error(s) Triton would reject; "
+            f"they come from the templates under {template_root()} with this spec: fix the template or the "
+            "spec as each finding says, then assemble again:\n" + "\n".join(f"  {finding}" for finding in report.errors),
+        )
+    return report
 
 
 def _single_roles(outputs: list[TensorSpec]) -> dict[str, str]:

@@ -1,10 +1,16 @@
 """``model-release rollout`` and ``model-release fleet status``: the serving fleet from a terminal.
 
     model-release rollout --channel C [--store URI] [--fleet FILE] [--release ID] [--no-shim]
+                          [--spec FILE | --no-watch] [--mlflow-tracking-uri URI]
     model-release fleet status --channel C [--store URI] [--fleet FILE]
 
 ``--store`` defaults to ``$MODEL_RELEASE_STORE``, ``--fleet`` to ``$MODEL_RELEASE_FLEET`` (the local
 stack writes both). Output is JSON on stdout; progress lines on stderr.
+
+The roll-out watches each wave as the DAG's does (:func:`.stage.watch_plan`), by the ``serve.watch``
+of the spec the release recorded in its manifest, or of ``--spec FILE``; ``--no-watch`` rolls out
+unwatched. A watch that rolls back moves the MLflow alias (the spec's ``promote.mlflow_alias``) back
+with the pointer, so it needs ``--mlflow-tracking-uri`` (default ``$MLFLOW_TRACKING_URI``).
 """
 
 from __future__ import annotations
@@ -13,12 +19,16 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
-from ..errors import UserError
-from ..store.model_store import open_store
-from .fleet import load_fleet
+from ..errors import SpecError, UserError
+from ..spec import load_spec
+from ..store.model_store import ModelStore, open_store
+from .fleet import Fleet, load_fleet
+from .guard import WatchPlan
 from .rollout import RolloutOptions, desired_release, roll_out
+from .stage import recorded_spec, watch_plan
 from .status import fleet_status
 from .warmup import WarmupRule
 
@@ -53,15 +63,71 @@ def rollout_main(argv: list[str]) -> int:
     parser.add_argument("--first-request-limit-ms", type=float, default=None,
                         help="refuse the switch when a new leaf's first request is slower (the canary p99 x the spec's factor)")
     parser.add_argument("--run", default=os.environ.get("AIRFLOW_CTX_DAG_RUN_ID"), help="the run, for the record")
+    watch = parser.add_mutually_exclusive_group()
+    watch.add_argument("--spec", type=Path, default=None,
+                       help="the release spec whose serve.watch applies (default: the one the release recorded)")
+    watch.add_argument("--no-watch", action="store_true", help="roll out without watching the waves (a drill, a fleet without traffic)")
+    parser.add_argument("--mlflow-tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI"),
+                        help="where a watch that rolls back moves the MLflow alias back (default $MLFLOW_TRACKING_URI)")
     args = parser.parse_args(argv)
     store = _store(args.store)
     fleet = load_fleet(args.channel, args.fleet)
+    release_id = args.release or desired_release(store, args.channel)  # the release whose spec is read is the one rolled out
     rule = WarmupRule(requests=args.warmup_requests, first_request_limit_ms=args.first_request_limit_ms)
     options = RolloutOptions(cache_dir=args.cache, shim=not args.no_shim, lock_ttl_s=args.lock_ttl,
-                             lock_wait_s=args.lock_wait, warmup=rule.check if rule.active else None, run=args.run)
-    record = roll_out(store, fleet, options, release_id=args.release, progress=lambda line: print(line, file=sys.stderr))
+                             lock_wait_s=args.lock_wait, warmup=rule.check if rule.active else None, run=args.run,
+                             watch=None if args.no_watch else _watch(store, fleet, release_id, args, say))
+    record = roll_out(store, fleet, options, release_id=release_id, progress=say)
     print(json.dumps(record.to_doc(), indent=2))
     return 0
+
+
+def say(line: str) -> None:
+    """A progress line, on stderr (stdout holds the JSON result)."""
+    print(line, file=sys.stderr)
+
+
+def _watch(store: ModelStore, fleet: Fleet, release_id: str, args: argparse.Namespace,
+           say: Callable[[str], None]) -> WatchPlan | None:
+    """The watch the release's spec asks for (the DAG's, from the same :func:`.stage.watch_plan`), or None.
+
+    Raises:
+        SpecError: the spec cannot be read, or its probe rows cannot be read here.
+        UserError: a watch that may roll back must move the MLflow alias, and no tracking URI is given.
+    """
+    if args.spec is not None:
+        spec, where = load_spec(args.spec), str(args.spec)
+    else:
+        where = f"the spec recorded in release {release_id}"
+        try:
+            spec = recorded_spec(store, release_id)
+        except SpecError as exc:
+            raise exc.restated(f"{exc.message}; pass --spec FILE to watch by a spec file, or --no-watch") from None
+        if spec is None:
+            say(f"watch: release {release_id} recorded no spec, so its waves are not watched; pass --spec FILE to watch them")
+            return None
+    if not spec.serve.watch.enabled:
+        say(f"watch: serve.watch.enabled is false in {where}: the waves are not watched")
+        return None
+    alias = spec.promote.mlflow_alias
+    tracking_uri = args.mlflow_tracking_uri if alias else None
+    if alias and not tracking_uri and all(s.metrics_url for s in fleet.servers):
+        raise UserError(f"model-release rollout: {where} moves the MLflow alias {alias!r} with the channel pointer "
+                        "(promote.mlflow_alias), so a watch that rolls back must move it back too: pass "
+                        "--mlflow-tracking-uri URI or set MLFLOW_TRACKING_URI, or roll out with --no-watch")
+    if tracking_uri:
+        from ..mlflow_env import check_tracking_uri
+
+        check_tracking_uri(tracking_uri)
+    try:
+        plan = watch_plan(spec.serve, tracking_uri=tracking_uri, alias=alias or "production",
+                          resolve_path=spec.resolve_path, log=say)
+    except SpecError as exc:
+        raise exc.restated(f"{exc.message} (from {where}); pass --spec FILE where its files are, or --no-watch") from None
+    w = spec.serve.watch
+    say(f"watch: each wave watched by {where}: bake {w.bake_s:g} s, a measurement every {w.interval_s:g} s, "
+        f"at least {w.min_requests} requests each, budget {w.budget_s:g} s")
+    return plan
 
 
 def fleet_main(argv: list[str]) -> int:

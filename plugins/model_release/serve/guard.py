@@ -10,8 +10,8 @@ the old release's figures are carried to the last wave, where no server serves i
   rollback: members still loaded, only the entry is loaded again), the channel pointer moves back
   by a conditional write (:func:`~model_release.store.channels.rollback`, the MLflow alias with it
   when a follower is given), the ledger marks the model version rejected in production, the record
-  holds the watch's sentence and figures, the channel page is refreshed (best effort), and
-  :class:`~.watch.wave.WatchFailed` is raised with the sentence.
+  holds the watch's sentence and figures, and :class:`~.watch.wave.WatchFailed` is raised with the
+  sentence (the roll-out then rewrites the channel page from its final record, best effort).
 - **inconclusive**: nothing moves; :class:`~.watch.wave.WatchInconclusive` says why and what to do.
 - a metrics endpoint that cannot be read: nothing moves; the ServiceUnavailable names the server.
 
@@ -30,7 +30,6 @@ from ..errors import ModelReleaseError
 from ..spec.serve import WatchSpec
 from ..store import ledger
 from ..store.channels import rollback
-from ..store.history_page import refresh_channel_page
 from ..store.model_store import ModelStore
 from ..store.registry import RegistryFollower
 from .fleet import Fleet, Server
@@ -57,7 +56,8 @@ class WatchPlan:
         probe: a traffic-side error signal (:class:`~.watch.probe.HttpProbe`, or the user's own); None: none.
         follower: the registry to move back with the pointer (MLflow alias); None: the pointer only.
         clock / sampler: the watch's time and metrics reader (real ones unless a test injects fakes).
-        baseline: the old release's figures, carried from wave to wave (the canary's to start with, if known).
+        baseline: the old release's figures, carried from wave to wave; None to start with (the servers still
+            on the old release give them; the canary's client-side figures are no baseline, see :mod:`.stage`).
         log: where each measurement's line goes.
     """
 
@@ -158,7 +158,8 @@ def watch_after_wave(ctx: WaveContext, plan: WatchPlan, wave_no: int, old_id: st
 
 def roll_back_release(ctx: WaveContext, plan: WatchPlan, verdict: WatchVerdict, wave_no: int,
                       old_id: str | None) -> WatchFailed:
-    """Undo a roll-out the watch failed: servers, pointer, alias, ledger, record, page; the error to raise."""
+    """Undo a roll-out the watch failed: servers, pointer, alias, ledger, record; the error to raise (the roll-out
+    rewrites the channel page once the record says "rolled back")."""
     record = ctx.record
     sentence = f"{ROLLED_BACK}: {verdict.sentence}"
     record.reason = sentence
@@ -174,7 +175,6 @@ def roll_back_release(ctx: WaveContext, plan: WatchPlan, verdict: WatchVerdict, 
             record.rolled_back.append(srec)
     pointer = _move_pointer_back(ctx, plan, old_id)
     rejected = _reject(ctx.store, record, sentence)
-    refresh_channel_page(ctx.store, record.channel)
     log.warning("%s: %s; servers back on %s, %s, %s", record.release_id, sentence, old_id, pointer, rejected)
     return WatchFailed(f"{record.release_id}: {sentence} (wave {wave_no}); every server is back on {old_id}, "
                        f"{pointer}, {rejected}; {verdict.what_to_do}", stage="watch")

@@ -19,7 +19,9 @@ The old release's versions stay loaded, so rolling back (the pointer moved back,
 loads nothing but the entry ensemble's pins. A server that is down or refuses a load stops the
 roll-out with one line naming the server and Triton's message; servers already switched keep the
 new release, the others keep the old one, and the record (:mod:`.record`) says which. A rerun
-after any interruption converges: each step reads the server's state first.
+after any interruption converges: each step reads the server's state first. However it ends, the
+channel's history page is rewritten from the records once the record is final (best effort: a page
+that cannot be written is logged, never fails the roll-out).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from typing import Any
 
 from ..errors import ModelReleaseError, StoreError
 from ..repository.config import CONFIG_FILE, read_config
+from ..store.history_page import refresh_channel_page
 from ..store.model_store import ModelStore
 from .errors import RolloutStopped
 from .fleet import Fleet, Server
@@ -109,6 +112,7 @@ def roll_out(store: ModelStore, fleet: Fleet, options: RolloutOptions, *, releas
     """
     say = progress or (lambda line: None)
     lock = acquire(store, fleet.channel, ttl_s=options.lock_ttl_s, wait_s=options.lock_wait_s)
+    record: RolloutRecord | None = None
     try:
         desired = release_id or desired_release(store, fleet.channel)
         got = store.read_manifest(desired)
@@ -144,6 +148,8 @@ def roll_out(store: ModelStore, fleet: Fleet, options: RolloutOptions, *, releas
         return record
     finally:
         lock.release()
+        if record is not None:  # the page shows the roll-out as it ended (a view: never fails the roll-out)
+            refresh_channel_page(store, fleet.channel)
 
 
 def _wave_context(store: ModelStore, fleet: Fleet, release: ReleaseFiles, vmap: VersionMap, record: RolloutRecord,

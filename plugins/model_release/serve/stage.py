@@ -2,7 +2,16 @@
 
 The release's own manifest holds the canary's figures (``canary.figures.timing.p99_ms``), so the
 first-request limit is that p99 times ``serve.warmup.factor``; a release without one is probed
-without a limit. The Airflow task (:func:`model_release.airflow.tasks.rollout`) is one call here.
+without a limit. The Airflow task (:func:`model_release.airflow.tasks.rollout`) is one call here;
+``model-release rollout`` at a terminal builds the same watch with :func:`watch_plan`, from the spec
+the release recorded in its manifest (:func:`recorded_spec`) or a spec file.
+
+The watch starts without a baseline (:attr:`~.guard.WatchPlan.baseline` None): the old release's
+figures come from the serving Tritons still on it, and are carried to the later waves. The canary's
+figures are not a baseline: they are client-side times under the canary's synthetic load on the
+canary's Triton (often another machine, or the onnxruntime shim), while the watch judges Triton's
+own server-side counters under production traffic; a ratio limit across the two would roll back
+(or pass) on the difference between the measurements, not between the releases.
 """
 
 from __future__ import annotations
@@ -11,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..spec import ReleaseSpec, parse_spec
 from ..store.model_store import ModelStore
 from .fleet import Fleet
 from .guard import WatchPlan
@@ -25,6 +35,23 @@ def canary_p99_ms(manifest: dict[str, Any]) -> float | None:
     timing = (((manifest.get("canary") or {}).get("figures") or {}).get("timing") or {})
     value = timing.get("p99_ms")
     return float(value) if isinstance(value, (int, float)) else None
+
+
+def recorded_spec(store: ModelStore, release_id: str) -> ReleaseSpec | None:
+    """The release spec ``release_id`` recorded in its manifest (None when it recorded none), its relative
+    paths resolved against the folder the spec was read from when the release was made.
+
+    Raises:
+        SpecError: the recorded spec is not valid for this version of model-release (each field named).
+        StoreError: the manifest is damaged.
+    """
+    got = store.read_manifest(release_id)
+    doc = got[0].get("spec") if got else None
+    if not isinstance(doc, dict):
+        return None
+    base_dir, source = doc.get("base_dir"), doc.get("source")
+    return parse_spec(doc, origin=f"recorded in release {release_id!r}", base_dir=base_dir if isinstance(base_dir, str) else None,
+                      source=source if isinstance(source, str) else None)
 
 
 def watch_plan(serve: Any, *, tracking_uri: str | None = None, alias: str = "production",

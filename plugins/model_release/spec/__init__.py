@@ -44,6 +44,8 @@ The package, by job:
 - :mod:`.sections`: ``model``, ``golden``, ``export``, ``tensorrt``, ``promote``;
 - :mod:`.shapes`: ``repository`` and its shapes (cascade, fanout);
 - :mod:`.canary`: ``canary`` (tolerances, quality and champion gates, load phase, tuning);
+- :mod:`.paired`: the paired gates' settings (``canary.confidence``, ``canary.classes``, ``canary.calibration``), their
+  defaults and dotted names;
 - :mod:`.serve`: ``serve`` (the roll-out after promotion, its warm-up rule) and ``serve.watch`` (the watch's rules after each wave);
 - :mod:`.schedule`: ``schedule`` and what Airflow's ``schedule=`` takes for it;
 - :mod:`.loader`: the bounded read and the hardened YAML loader (also ``model-release report``'s read);
@@ -53,6 +55,7 @@ The package, by job:
 from __future__ import annotations
 
 from .canary import DEFAULT_QUALITY_GATES, CanarySpec, ChampionGates, InconclusiveSpec, LoadSpec, MetricGate, TuneSpec
+from .paired import CalibrationGates, ClassGates
 from .loader import MAX_SPEC_BYTES, MAX_SPEC_DEPTH, MAX_SPEC_NODES, parse_yaml, read_bounded_text
 from .release import MAX_LISTED_ERRORS, ReleaseSpec, load_spec, parse_spec
 from .schedule import check_schedule, schedule_value
@@ -64,7 +67,7 @@ from .shapes import RELEASE, CascadeSpec, DynamicBatching, FanoutSpec, Repositor
 from .strict import Tolerance, Tolerances
 
 __all__ = [
-    "CanarySpec", "CascadeSpec", "ChampionGates", "DEFAULT_MIN_GOLDEN_ROWS", "DEFAULT_QUALITY_GATES", "DynamicBatching",
+    "CalibrationGates", "CanarySpec", "ClassGates", "CascadeSpec", "ChampionGates", "DEFAULT_MIN_GOLDEN_ROWS", "DEFAULT_QUALITY_GATES", "DynamicBatching",
     "ExportSpec", "FanoutSpec", "GoldenSpec", "InconclusiveSpec", "LoadSpec", "MAX_LISTED_ERRORS", "MAX_MODEL_VERSION", "MAX_SPEC_BYTES",
     "MAX_SPEC_DEPTH", "MAX_SPEC_NODES", "MetricGate", "ModelRef", "ProbeSpec", "PromoteSpec", "RELEASE", "ReleaseSpec",
     "RepositorySpec", "ServeSpec", "ShapeRange", "TensorRTSpec", "Tolerance", "Tolerances", "TuneSpec", "WarmupSpec", "WatchLimit",

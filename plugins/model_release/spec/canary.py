@@ -7,6 +7,7 @@ import math
 from pydantic import Field, field_validator, model_validator
 
 from ..safe_text import echo
+from .paired import DEFAULT_CONFIDENCE, DEFAULT_MAX_NEGATIVE_FLIPS, CalibrationGates, ClassGates
 from .strict import Tolerances, _Strict
 
 class MetricGate(_Strict):
@@ -58,17 +59,22 @@ DEFAULT_QUALITY_GATES: dict[str, dict[str, MetricGate]] = {
 
 
 class ChampionGates(_Strict):
-    """``canary.champion``: how alike the candidate and the production champion must answer (no ground truth needed).
+    """``canary.champion``: how alike the candidate and the production champion must answer.
 
-    ``min_agreement``: the share of rows whose top-1 label equals the champion's (default 0.9).
-    ``max_psi``: the population stability index between the two models' predicted class
-    frequencies (default 0.25, the usual "significant shift" mark). ``max_ks``: for numeric
-    predictions (regressors), the two-sample Kolmogorov-Smirnov statistic (default 0.2).
+    ``max_negative_flips``: with ground truth, the share of golden rows the champion got right that
+    the candidate may get wrong (default 0.05; null: off). While that gate judges, agreement and PSI
+    are reported, not gated: a better model may disagree with the champion where it is right.
+    Without ground truth (or with the flips gate off): ``min_agreement``, the share of rows whose
+    top-1 label equals the champion's (default 0.9); ``max_psi``, the population stability index
+    between the two models' predicted class frequencies (default 0.25, the usual "significant
+    shift" mark). ``max_ks``: for numeric predictions (regressors), the two-sample
+    Kolmogorov-Smirnov statistic (default 0.2).
     """
 
     min_agreement: float = Field(0.9, ge=0, le=1)
     max_psi: float = Field(0.25, ge=0)
     max_ks: float = Field(0.2, ge=0, le=1)
+    max_negative_flips: float | None = Field(DEFAULT_MAX_NEGATIVE_FLIPS, ge=0, le=1)
 
 
 class LoadSpec(_Strict):
@@ -145,8 +151,12 @@ class CanarySpec(_Strict):
     off), merged over :data:`DEFAULT_QUALITY_GATES`. ``champion``: :class:`ChampionGates`.
     ``concurrency``, ``batch_rows``: the correctness replay; ``load``: the load phase
     (:class:`LoadSpec`); ``p99_ms``: an absolute latency SLO on the load phase's p99; ``tune``:
-    :class:`TuneSpec`; ``expectations``: the great-expectations suite over the outputs;
-    ``inconclusive``: :class:`InconclusiveSpec`.
+    :class:`TuneSpec`; ``expectations``: the great-expectations suite over the outputs.
+    ``confidence``: of every bound the paired gates on ground truth decide on (in (0.5, 1)); a
+    gate blocks only when the rows show the candidate worse than allowed with this confidence.
+    ``classes``: per-class gates (:class:`~.paired.ClassGates`); ``calibration``: calibration gates
+    (:class:`~.paired.CalibrationGates`, off by default). ``inconclusive``: what a run does when the
+    canary cannot decide (:class:`InconclusiveSpec`).
     """
 
     tolerances: Tolerances = Tolerances()
@@ -160,8 +170,18 @@ class CanarySpec(_Strict):
     champion: ChampionGates = ChampionGates()
     load: LoadSpec = LoadSpec()
     tune: TuneSpec = TuneSpec()
+    confidence: float = DEFAULT_CONFIDENCE
+    classes: ClassGates = ClassGates()
+    calibration: CalibrationGates = CalibrationGates()
     # what a run does when the canary cannot decide (see InconclusiveSpec)
     inconclusive: InconclusiveSpec = InconclusiveSpec()
+
+    @field_validator("confidence")
+    @classmethod
+    def _confidence(cls, v: float) -> float:
+        if not 0.5 < v < 1:
+            raise ValueError(f"{v:g} is not between 0.5 and 1 (both excluded); give e.g. 0.95 for 95% confidence")
+        return v
 
     @field_validator("quality")
     @classmethod

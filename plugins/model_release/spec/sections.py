@@ -48,6 +48,8 @@ class ModelRef(_Strict):
 
 #: golden.min_rows when the spec gives none: fewer rows than this judge nothing
 DEFAULT_MIN_GOLDEN_ROWS = 100
+#: at most this many golden.slices columns (each one's gates share the canary's confidence)
+MAX_SLICE_COLUMNS = 8
 
 
 class GoldenSpec(_Strict):
@@ -59,7 +61,10 @@ class GoldenSpec(_Strict):
     label names for a classifier, numbers for a regressor); without it the quality gates are
     skipped and the report says so. A golden set of fewer than ``min_rows`` rows (default 100)
     is refused; lowering it is recorded in the report. NaN or infinite inputs are refused unless
-    ``allow_nonfinite_inputs`` is true (for models that take missing values).
+    ``allow_nonfinite_inputs`` is true (for models that take missing values). ``slices`` names
+    categorical columns of the golden file (strings or integers, besides the inputs and the
+    target): a classifier's accuracy and negative-flip gates are run again on the rows of each of
+    their values (a slice of fewer than ``canary.classes.min_support`` rows is listed, not gated).
     """
 
     source: Literal["input_example", "file"] = "input_example"
@@ -70,6 +75,7 @@ class GoldenSpec(_Strict):
     min_rows: int = Field(DEFAULT_MIN_GOLDEN_ROWS, ge=1)
     #: NaN/Inf in golden inputs are refused unless the model takes missing values (tree ensembles)
     allow_nonfinite_inputs: bool = False
+    slices: list[str] = Field([], max_length=MAX_SLICE_COLUMNS)
 
     @model_validator(mode="after")
     def _path_when_file(self) -> "GoldenSpec":
@@ -84,9 +90,25 @@ class GoldenSpec(_Strict):
                 f"golden.target {echo(self.target)} names a ground-truth column, which only a golden file has; "
                 "set golden.source: file and golden.path (an .npz or .parquet file holding the inputs and the target)"
             )
+        self._check_slices()
         if self.min_rows > self.rows:
             raise ValueError(f"golden.min_rows {self.min_rows} exceeds golden.rows {self.rows}; raise golden.rows")
         return self
+
+    def _check_slices(self) -> None:
+        for column in self.slices:
+            if not column or "\x00" in column:
+                raise ValueError(f"golden.slices: {echo(column)} is not a column name; name categorical columns of the golden file")
+        if self.slices and self.target is None:
+            raise ValueError(
+                f"golden.slices {self.slices} gate each slice against the ground truth, which this spec lacks; "
+                "set golden.target (the golden file's ground-truth column) or remove golden.slices"
+            )
+        if self.target in self.slices:
+            raise ValueError(f"golden.slices names the target column {echo(self.target)}; name other columns of the golden file")
+        repeated = sorted({c for c in self.slices if self.slices.count(c) > 1})
+        if repeated:
+            raise ValueError(f"golden.slices names {', '.join(map(echo, repeated))} more than once; name each column once")
 
 
 class ExportSpec(_Strict):

@@ -4,11 +4,13 @@ Every move of the channel's pointer (promotion, rollback, repair; from ``history
 and every candidate the canary rejected for it (from ``rejected/``), oldest first: when, what,
 which release and its verdict, its key figures, who or what did it (the pointer's ``updated_by``
 and, when the release recorded one, the Airflow DAG run), and a link to each report. Above the
-table, the key figures over time as a plot.
+table, the key figures over time as a plot. Below it, the roll-outs to the serving Tritons (from
+``rollouts/<channel>/``): each roll-out, its waves and the watch's figures beside the old release's
+(:mod:`.rollouts_page`); a rollback the watch made names its reason in the table.
 
 The page is derived: it is rebuilt from the store's own records and rewritten whole (a plain write,
 not a conditional one; the pointer stays the only thing moved by compare-and-swap) after every
-promotion, rollback, repair and kept rejection, by :func:`refresh_channel_page`, which never fails
+promotion, rollback, repair, kept rejection and roll-out, by :func:`refresh_channel_page`, which never fails
 the operation that called it. ``model-release store page --channel C`` rewrites it by hand.
 Links are relative (``../releases/<id>/reports/report.html``), so the page works wherever the
 store's layout is kept: a local store, a copy of a bucket, a bucket served as a website.
@@ -31,6 +33,8 @@ from .keys import history_prefix, page_key, rejected_prefix
 from .model_store import ModelStore
 from .pointer import ChannelPointer, inspect_pointer, parse_pointer
 from .rejected import rejections
+from .rollouts_page import CSS as ROLLOUTS_CSS
+from .rollouts_page import Rollouts, fleet_line, read_rollouts, rollback_notes, rollouts_html
 
 log = logging.getLogger(__name__)
 
@@ -169,8 +173,10 @@ def _number(value: float | None, digits: str = ".4g") -> str:
     return "-" if value is None else format(value, digits)
 
 
-def render(store_uri: str, channel: str, evs: list[Event], current: str | None) -> str:
-    """The page (see the module docstring)."""
+def render(store_uri: str, channel: str, evs: list[Event], current: str | None, rollouts: Rollouts | None = None) -> str:
+    """The page (see the module docstring); ``rollouts``: the roll-out records to show (None: none)."""
+    rollouts = rollouts or Rollouts()
+    by_watch = rollback_notes(rollouts)
     task = _task(evs)
     metric = _PRIMARY[task][0] if task in _PRIMARY else "quality"
     now = next((e for e in reversed(evs) if e.action != "rejected"), None)
@@ -182,6 +188,7 @@ def render(store_uri: str, channel: str, evs: list[Event], current: str | None) 
         head.append(f"<p><b>Now serving:</b> <code>{esc(current)}</code>{since}</p>")
     else:
         head.append("<p><b>Now serving:</b> nothing yet: no release was promoted to this channel</p>")
+    head.append(fleet_line(rollouts))
     rows = []
     for i, e in enumerate(evs, 1):
         link = f"<a href='{esc(e.report)}'>report</a>" if e.report else "<span class='muted'>no report</span>"
@@ -194,6 +201,8 @@ def render(store_uri: str, channel: str, evs: list[Event], current: str | None) 
             note = ("failed " + ", ".join(failed) if failed else (e.reasons[0] if e.reasons else "rejected")) + (
                 f" (judged against {e.previous})" if e.previous else "")
             detail = " ".join(e.reasons)
+        elif e.action == "rollback" and e.seq in by_watch:
+            note = detail = f"{by_watch[e.seq]}; from {e.previous}"
         else:
             note = f"from {e.previous}" if e.previous else "the channel's first release"
         rows.append(
@@ -206,9 +215,9 @@ def render(store_uri: str, channel: str, evs: list[Event], current: str | None) 
              f"<th>canary</th><th>{esc(metric)}</th><th>p99 ms</th><th>model</th><th>who</th><th>DAG run</th><th>note</th></tr>"
              + "".join(rows) + "</table></div>") if rows else "<p class='muted'>No event yet.</p>"
     body = head + ["<h2>Key figures over time</h2>", "<div class='plots'>" + _plot(evs, task) + "</div>",
-                   "<h2>Every release and every rejection, oldest first</h2>", table]
+                   "<h2>Every release and every rejection, oldest first</h2>", table, *rollouts_html(rollouts)]
     css = ("table.history td{white-space:nowrap} table.history td.note{white-space:normal;font-size:12px;min-width:14rem;"
-           "max-width:30rem}")
+           "max-width:30rem} " + ROLLOUTS_CSS)
     return page(f"channel {channel}: history", body, css=css)
 
 
@@ -216,7 +225,8 @@ def write_channel_page(store: ModelStore, channel: str) -> str:
     """Rebuild ``channels/<channel>.html`` from the store's records and write it; returns its URI."""
     key = page_key(channel)
     pointer, _ = inspect_pointer(store, channel)
-    html = render(store.uri, channel, events(store, channel), pointer.release_id if pointer else None)
+    html = render(store.uri, channel, events(store, channel), pointer.release_id if pointer else None,
+                  read_rollouts(store, channel))
     store.backend.put_bytes(key, html.encode())
     return f"{store.uri}/{key}"
 
@@ -230,7 +240,7 @@ def refresh_channel_page(store: ModelStore, channel: str) -> str | None:
         log.warning("channel page of %s in %s was not rewritten: %s; rewrite it with `model-release store page "
                     "--store %s --channel %s`", channel, store.uri, exc.message, store.uri, channel)
         return None
-    except Exception as exc:  # noqa: BLE001 - a view must never fail a promotion, rollback or rejection
+    except Exception as exc:  # noqa: BLE001 - a view must never fail a promotion, rollback, rejection or roll-out
         log.warning("channel page of %s in %s was not rewritten (%s); rewrite it with `model-release store page "
                     "--store %s --channel %s`", channel, store.uri, type(exc).__name__, store.uri, channel)
         return None

@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 from ..errors import ConflictError, StoreError
 from ..names import check_channel, is_release_id
+from ..stages import PROMOTE
 from .backend import PreconditionFailed, StoreBackend
 from .documents import FORMAT, actor, dumps, excerpt, utcnow
 from .keys import channel_key, history_key, history_prefix, history_seq
@@ -214,7 +215,7 @@ def conflict(store: PointerStore, channel: str, release_id: str, expected: str |
         f"(this move expected {expected!r}); {winner!r} won and nothing was changed by this move. "
         f"Check {release_id!r} against {winner!r} and move again if it should still replace it.",
         winner=winner,
-        stage="promote",
+        stage=PROMOTE,
     )
 
 

@@ -21,6 +21,7 @@ import math
 
 import numpy as np
 
+from ...spec.paired import DEFAULT_BINS, MAX_ECE_INCREASE_SETTING, MAX_ECE_SETTING
 from .change import loss_change
 from .outcome import BLOCK, DEFAULT_CONFIDENCE, INCONCLUSIVE, Finding, Interval, decide, fmt, percent
 from .paired import DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_interval
@@ -29,8 +30,6 @@ from .paired import DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_interval
 #: rows, shown with the gate's confidence. Log loss swings with a few confident mistakes, so a tighter
 #: default would block sound retrains; flattened or overconfident probabilities are several times worse
 DEFAULT_LOG_LOSS_MAX_RELATIVE_DROP = 0.25
-#: bins of the reliability diagram and the ECE (the usual 10 equal-width bins of the top-1 score)
-DEFAULT_BINS = 10
 #: the smallest score a row's true class is given before its log is taken (as sklearn's log_loss)
 EPSILON = 1e-15
 
@@ -121,8 +120,8 @@ def ece_gates(candidate_scores: np.ndarray, truth: np.ndarray, *, max_ece: float
         interval = bootstrap_interval(columns, _ece, confidence, resamples=resamples, seed=seed)
         outcome = decide(interval, max_ece, prove=prove)
         findings.append(Finding(
-            "calibration.ece", outcome, "canary.calibration.max_ece",
-            _ece_message("expected calibration error", interval, max_ece, "canary.calibration.max_ece", outcome, confidence,
+            "calibration.ece", outcome, MAX_ECE_SETTING,
+            _ece_message("expected calibration error", interval, max_ece, MAX_ECE_SETTING, outcome, confidence,
                          int(mine_ok.sum()), bins),
             candidate=interval.estimate, limit=f"<= {max_ece:g}", data={"ece": interval.to_dict(), "bins": bins}))
     if max_ece_increase is not None and champion_scores is not None:
@@ -134,9 +133,9 @@ def ece_gates(candidate_scores: np.ndarray, truth: np.ndarray, *, max_ece: float
                                           resamples=resamples, seed=seed)
             outcome = decide(interval, max_ece_increase, prove=prove)
             findings.append(Finding(
-                "calibration.ece_change", outcome, "canary.calibration.max_ece_increase",
+                "calibration.ece_change", outcome, MAX_ECE_INCREASE_SETTING,
                 _ece_message("increase of the expected calibration error over the champion's", interval, max_ece_increase,
-                             "canary.calibration.max_ece_increase", outcome, confidence, int(both.sum()), bins),
+                             MAX_ECE_INCREASE_SETTING, outcome, confidence, int(both.sum()), bins),
                 candidate=interval.estimate, champion=0.0, limit=f"<= {max_ece_increase:g}",
                 data={"ece_increase": interval.to_dict(), "bins": bins}))
     return findings

@@ -20,14 +20,11 @@ import math
 
 import numpy as np
 
+from ...spec.paired import DEFAULT_MAX_NEGATIVE_FLIPS, NEGATIVE_FLIPS_SETTING
 from .outcome import BLOCK, DEFAULT_CONFIDENCE, INCONCLUSIVE, PASS, Finding, Interval, decide, fmt, percent
 from .paired import (DEFAULT_POWER, DEFAULT_RESAMPLES, DEFAULT_SEED, Discordance, bootstrap_interval, drop_interval,
                      drop_shown, mcnemar_p, rows_to_show, smallest_drop_shown)
 
-#: canary.champion.max_negative_flips when the spec gives none: the old agreement gate allowed 10% of
-#: rows to differ; a retrain of equal accuracy loses about half its differing rows, so 5% keeps that
-#: tolerance for an equal model while no longer counting the rows a better candidate fixed
-DEFAULT_MAX_NEGATIVE_FLIPS = 0.05
 #: the accuracy drop a golden set is sized for when the allowed drop is zero
 PLANNED_DROP_AT_ZERO = 0.01
 
@@ -206,7 +203,7 @@ def _loss_sizing(a: np.ndarray, b: np.ndarray, root: bool, allowed: float, confi
 
 def negative_flips(candidate_right: np.ndarray, champion_right: np.ndarray, *, max_share: float = DEFAULT_MAX_NEGATIVE_FLIPS,
                    confidence: float = DEFAULT_CONFIDENCE, prove: bool = False, name: str = "flips.negative",
-                   setting: str = "canary.champion.max_negative_flips", champion_name: str = "the champion") -> Finding:
+                   setting: str = NEGATIVE_FLIPS_SETTING, champion_name: str = "the champion") -> Finding:
     """The share of rows the champion got right and the candidate gets wrong, against ``max_share``."""
     from scipy.stats import binomtest
 

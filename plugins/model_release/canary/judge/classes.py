@@ -22,19 +22,12 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ...spec.paired import (DEFAULT_MAX_PRECISION_DROP, DEFAULT_MAX_RECALL_DROP, DEFAULT_MIN_CLASS_SUPPORT,  # noqa: F401
+                             MIN_SUPPORT_SETTING, PRECISION_SETTING, RECALL_SETTING, SLICES_SETTING)
 from .change import accuracy_finding
 from .outcome import BLOCK, DEFAULT_CONFIDENCE, INCONCLUSIVE, Finding, Interval, decide, family_confidence, fmt, percent
 from .paired import DEFAULT_RESAMPLES, DEFAULT_SEED, Discordance, bootstrap_intervals
 
-#: a class (or slice) needs this many golden rows to be gated: below it one row moves its recall by
-#: more than 3 points and the normal approximation behind the score bound is poor; it is still shown
-DEFAULT_MIN_CLASS_SUPPORT = 30
-#: how much lower one class's recall may be than the champion's: five times the overall accuracy
-#: default (a class may trade a few rows with another), far below a collapse
-DEFAULT_MAX_RECALL_DROP = 0.05
-#: the same for a class's precision
-DEFAULT_MAX_PRECISION_DROP = 0.05
-RECALL_SETTING, PRECISION_SETTING = "canary.classes.max_recall_drop", "canary.classes.max_precision_drop"
 
 
 def class_gates(truth: np.ndarray, candidate: np.ndarray, champion: np.ndarray, classes: list[str], *,
@@ -96,7 +89,7 @@ def class_gates(truth: np.ndarray, candidate: np.ndarray, champion: np.ndarray, 
 def _why_not(limit: float | None, count: int, min_support: int, setting: str, what: str) -> str:
     if limit is None:
         return f"{setting} is off"
-    return f"{count} {what}, fewer than the {min_support} a class needs to be gated (canary.classes.min_support)"
+    return f"{count} {what}, fewer than the {min_support} a class needs to be gated ({MIN_SUPPORT_SETTING})"
 
 
 def _share(mine: np.ndarray, theirs: np.ndarray) -> dict[str, float | None]:
@@ -173,9 +166,11 @@ def slice_gates(values: np.ndarray, column: str, gates: SliceGates, *, gates_per
             found = gates(text == value, each, label)
             for f in found:
                 f.name = f"{f.name}[{label}]"
+                f.message = f"slice {label}: {f.message}"
             findings += found
             row["outcomes"] = {f.name: f.outcome for f in found}
         else:
-            row["not_gated"] = f"{count} golden rows, fewer than the {min_support} a slice needs to be gated"
+            row["not_gated"] = (f"{count} golden rows, fewer than the {min_support} a slice needs to be gated "
+                                f"({MIN_SUPPORT_SETTING})")
         table.append(row)
     return findings, table

@@ -161,7 +161,8 @@ def _quality(spec: ReleaseSpec, interface: cmp.Interface, served: dict[str, np.n
                     "champion_name": champion.name if theirs is not None else None}
     paired, into.quality["paired"] = paired_quality_gates(
         spec.canary, task, interface, served, golden.truth, champion.interface if theirs is not None else None,
-        champion_outputs if theirs is not None else None, champion_name=champion.name or "none", native_names=native_names)
+        champion_outputs if theirs is not None else None, champion_name=champion.name or "none", native_names=native_names,
+        slices=golden.slices)
     return with_thresholds(gt.quality_gates(spec, task, mine, theirs, champion.name or "none",
                                             paired=PAIRED_METRICS if theirs else ()), paired)
 

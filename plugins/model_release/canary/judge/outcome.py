@@ -29,6 +29,9 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+#: the confidence of every bound when the spec names none (``canary.confidence``; the reason is given there)
+from ...spec.paired import DEFAULT_CONFIDENCE  # noqa: F401 (re-exported: the judge's modules take it from here)
+
 PASS, BLOCK, INCONCLUSIVE = "pass", "block", "inconclusive"
 #: every outcome a statistical gate may end in
 OUTCOMES = (PASS, BLOCK, INCONCLUSIVE)
@@ -37,10 +40,6 @@ OUTCOMES = (PASS, BLOCK, INCONCLUSIVE)
 PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
 #: every status a gate row may have (the fourth, ``inconclusive``, is :data:`INCONCLUSIVE`)
 GATE_STATUSES = (FAILED, INCONCLUSIVE, PASSED, SKIPPED)
-
-#: the confidence of every bound when the spec names none: a gate blocks a candidate only when the
-#: golden rows show it worse than allowed at least 19 times in 20 (the usual 5% error of the first kind)
-DEFAULT_CONFIDENCE = 0.95
 
 
 @dataclass(frozen=True)

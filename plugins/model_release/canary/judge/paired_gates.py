@@ -20,17 +20,18 @@ import numpy as np
 from ...metrics import CLASSIFICATION, REGRESSION
 from ...roles import VARIABLE
 from ...spec import CanarySpec
+from ...spec.paired import CLASSES_SETTING, SLICES_SETTING
 from . import quality as q
 from .compare import Interface
-from .gates import Gate
+from .gates import Gate, skipped
 from .outcome import BLOCK, INCONCLUSIVE, Finding, finite
 from .paired_quality import classifier_findings, limits_from_spec, regressor_findings
 
 #: the likeness gates that ground truth replaces with the negative-flip gate
 LIKENESS_GATES = ("champion.agreement", "champion.psi")
 FLIPS_GATE = "flips.negative"
-#: the per-class findings' name prefix, and the one gate that carries them
-CLASS_PREFIX, CLASSES_SETTING = "class.", "canary.classes"
+#: the per-class findings' name prefix (the one gate that carries them is set by ``canary.classes``)
+CLASS_PREFIX = "class."
 
 
 def finding_gate(finding: Finding) -> Gate:
@@ -43,7 +44,8 @@ def finding_gate(finding: Finding) -> Gate:
 def paired_quality_gates(canary: CanarySpec, task: str, interface: Interface, served: Mapping[str, np.ndarray],
                          truth: np.ndarray, champion_interface: Interface | None,
                          champion_outputs: Mapping[str, np.ndarray] | None, *, champion_name: str,
-                         native_names: bool = False) -> tuple[list[Gate], dict[str, Any]]:
+                         native_names: bool = False,
+                         slices: Mapping[str, np.ndarray] | None = None) -> tuple[list[Gate], dict[str, Any]]:
     """The paired gates of the candidate against the champion on the golden rows' ground truth.
 
     Args:
@@ -54,11 +56,14 @@ def paired_quality_gates(canary: CanarySpec, task: str, interface: Interface, se
         champion_interface, champion_outputs: the champion's (None: no champion, only its own calibration).
         champion_name: how the champion is named.
         native_names: the champion is the native model, answering class values where the candidate answers names.
+        slices: ``golden.slices`` column -> its value on each golden row (a classifier's accuracy and flips
+            gates run again on each slice; one gate, ``slices``, carries them).
 
     Returns:
         (the gates, the report's ``quality.paired`` section).
     """
     limits = limits_from_spec(canary, task)
+    unsliced = _unsliced(slices, task, champion_outputs is not None and champion_interface is not None)
     if task == CLASSIFICATION:
         rename = interface.class_names() if native_names else None
         mine = q.classify(interface, served, truth, "the candidate")
@@ -66,33 +71,62 @@ def paired_quality_gates(canary: CanarySpec, task: str, interface: Interface, se
                              target_names=interface.labels if rename else None)
                   if champion_outputs is not None and champion_interface is not None else None)
         # the champion is named once, in the report's header: the sentences name its figures
-        findings, sections = classifier_findings(mine, theirs, limits, rename=rename)
+        findings, sections = classifier_findings(mine, theirs, limits, rename=rename, slices=slices)
     elif task == REGRESSION and champion_outputs is not None and champion_interface is not None:
         findings = regressor_findings(truth, served[interface.roles[VARIABLE]],
                                       champion_outputs[champion_interface.roles[VARIABLE]], limits)
         sections = {}
     else:
-        return [], {}
+        return unsliced, {}
     sections["findings"] = [f.to_dict() for f in findings]
     per_class = [f for f in findings if f.name.startswith(CLASS_PREFIX)]
-    gates = [finding_gate(f) for f in findings if not f.name.startswith(CLASS_PREFIX)]
-    return gates + ([classes_gate(per_class)] if per_class else []), finite(sections)
+    per_slice = [f for f in findings if _sliced(f, slices or {})]
+    gates = [finding_gate(f) for f in findings if not f.name.startswith(CLASS_PREFIX) and not _sliced(f, slices or {})]
+    return (gates + ([classes_gate(per_class)] if per_class else []) + ([slices_gate(per_slice)] if per_slice else [])
+            + unsliced, finite(sections))
+
+
+def _unsliced(slices: Mapping[str, np.ndarray] | None, task: str, champion: bool) -> list[Gate]:
+    """The ``slices`` gate skipped, saying why, where the spec names slices these gates cannot judge."""
+    if not slices:
+        return []
+    if task != CLASSIFICATION:
+        return [skipped("slices", SLICES_SETTING, f"golden.slices gate a classifier's accuracy and negative flips per "
+                                                  f"slice; this model's task is {task}")]
+    if not champion:
+        return [skipped("slices", SLICES_SETTING, "no champion to compare each slice with")]
+    return []
+
+
+def _sliced(finding: Finding, slices: Mapping[str, np.ndarray]) -> bool:
+    """Whether ``finding`` is one slice's (named ``<gate>[column=value]``)."""
+    return any(f"[{column}=" in finding.name for column in slices)
 
 
 def classes_gate(findings: list[Finding]) -> Gate:
     """The per-class findings as one gate (the report's per-class table holds each): blocked by any class that is."""
+    return _group_gate("classes", CLASSES_SETTING, "class", findings,
+                       "every class within its limits ({n} gates, recall and precision against the champion)")
+
+
+def slices_gate(findings: list[Finding]) -> Gate:
+    """The per-slice findings as one gate (the report's slice tables hold each): blocked by any slice that is."""
+    return _group_gate("slices", SLICES_SETTING, "slice", findings,
+                       "every slice within its limits ({n} gates, accuracy and negative flips against the champion)")
+
+
+def _group_gate(name: str, setting: str, what: str, findings: list[Finding], all_passed: str) -> Gate:
+    """Findings of one table as one gate: blocked by any that blocks, else inconclusive by any that is."""
     blocked = [f for f in findings if f.outcome == BLOCK]
     open_ = [f for f in findings if f.outcome == INCONCLUSIVE]
-    figure = f"{len(blocked)} of {len(findings)} class gates blocked"
-    limits = sorted({f"{f.name.split('[')[0].removeprefix(CLASS_PREFIX)} {f.limit}" for f in findings})
+    figure = f"{len(blocked)} of {len(findings)} {what} gates blocked"
+    limits = "; ".join(sorted({f"{f.name.split('[')[0].removeprefix(CLASS_PREFIX)} {f.limit}" for f in findings}))
     if blocked:
-        return Gate("classes", False, CLASSES_SETTING, candidate=figure, limit="; ".join(limits),
-                    message="; ".join(f.message for f in blocked))
+        return Gate(name, False, setting, candidate=figure, limit=limits, message="; ".join(f.message for f in blocked))
     if open_:
-        return Gate("classes", None, CLASSES_SETTING, candidate=f"{len(open_)} inconclusive", limit="; ".join(limits),
+        return Gate(name, None, setting, candidate=f"{len(open_)} inconclusive", limit=limits,
                     message="inconclusive: " + "; ".join(f.message for f in open_))
-    return Gate("classes", True, CLASSES_SETTING, candidate=figure, limit="; ".join(limits),
-                message=f"every class within its limits ({len(findings)} gates, recall and precision against the champion)")
+    return Gate(name, True, setting, candidate=figure, limit=limits, message=all_passed.format(n=len(findings)))
 
 
 def report_only_likeness(gates: list[Gate]) -> list[Gate]:

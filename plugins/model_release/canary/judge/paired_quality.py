@@ -23,11 +23,12 @@ import numpy as np
 from ...metrics import CLASSIFICATION
 from .quality import Classified
 from ...spec import CanarySpec
-from .calibration import DEFAULT_BINS, DEFAULT_LOG_LOSS_MAX_RELATIVE_DROP, ece_gates, log_loss_change, reliability
-from .change import DEFAULT_MAX_NEGATIVE_FLIPS, accuracy_change, loss_change, negative_flips
-from .classes import (DEFAULT_MAX_PRECISION_DROP, DEFAULT_MAX_RECALL_DROP, DEFAULT_MIN_CLASS_SUPPORT, class_gates,
-                      slice_gates)
-from .outcome import DEFAULT_CONFIDENCE, Finding, check_confidence
+from ...spec.paired import (DEFAULT_BINS, DEFAULT_CONFIDENCE, DEFAULT_MAX_NEGATIVE_FLIPS, DEFAULT_MAX_PRECISION_DROP,
+                            DEFAULT_MAX_RECALL_DROP, DEFAULT_MIN_CLASS_SUPPORT)
+from .calibration import DEFAULT_LOG_LOSS_MAX_RELATIVE_DROP, ece_gates, log_loss_change, reliability
+from .change import accuracy_change, loss_change, negative_flips
+from .classes import class_gates, slice_gates
+from .outcome import Finding, check_confidence, family_confidence
 
 #: the metrics whose change limits (max_absolute_drop, max_relative_drop) are decided on paired rows
 PAIRED_METRICS = ("accuracy", "log_loss", "rmse", "mae")
@@ -44,11 +45,12 @@ class PairedLimits:
 
     Attributes:
         confidence: of every bound (``canary.confidence``).
-        prove: a pass needs proof; an undecided gate is inconclusive (``canary.prove``).
+        prove: a pass needs proof; an undecided gate is inconclusive (no spec setting yet: off in a release).
         drops: metric -> (max_absolute_drop, max_relative_drop) (``canary.quality.<metric>``).
         max_negative_flips: the share of rows the champion got right that the candidate may get wrong
             (``canary.champion.max_negative_flips``; None: off).
-        max_recall_drop, max_precision_drop, min_class_support: the per-class gates (``canary.classes``).
+        max_recall_drop, max_precision_drop, min_class_support: the per-class gates (``canary.classes``;
+            ``min_class_support`` is also the rows a slice of ``golden.slices`` needs).
         max_ece, max_ece_increase, bins: the calibration gates, off unless given (``canary.calibration``).
     """
 
@@ -76,17 +78,26 @@ class PairedLimits:
 
 
 def limits_from_spec(canary: CanarySpec, task: str, **limits: Any) -> PairedLimits:
-    """The paired limits of ``task`` from the spec's quality gates (defaults merged), and the ``limits`` given.
+    """The paired limits of ``task`` from the spec's canary section; ``limits`` given override them.
 
     A paired metric's ``max_absolute_drop`` / ``max_relative_drop`` come from ``canary.quality``; a
     classifier's log-loss gate is on by default unless ``canary.quality.log_loss`` names it (null: off).
-    The other fields (confidence, flips, classes, calibration) are keyword arguments until the spec has them.
+    ``canary.confidence``, ``canary.champion.max_negative_flips``, ``canary.classes`` (``enabled:
+    false`` turns both class gates off) and ``canary.calibration`` give the rest.
     """
     drops = {m: (g.max_absolute_drop, g.max_relative_drop) for m, g in canary.quality_gates(task).items()
              if m in PAIRED_METRICS and (g.max_absolute_drop is not None or g.max_relative_drop is not None)}
     if task == CLASSIFICATION and "log_loss" not in canary.quality:
         drops["log_loss"] = DEFAULT_DROPS["log_loss"]
-    return PairedLimits(drops=drops, **limits)
+    classes, calibration = canary.classes, canary.calibration
+    from_spec: dict[str, Any] = {
+        "confidence": canary.confidence, "drops": drops, "max_negative_flips": canary.champion.max_negative_flips,
+        "max_recall_drop": classes.max_recall_drop if classes.enabled else None,
+        "max_precision_drop": classes.max_precision_drop if classes.enabled else None,
+        "min_class_support": classes.min_support, "max_ece": calibration.max_ece,
+        "max_ece_increase": calibration.max_ece_increase, "bins": calibration.bins,
+    }
+    return PairedLimits(**{**from_spec, **limits})
 
 
 def in_candidate_classes(theirs: Classified, mine: Classified, rename: Mapping[str, str] | None = None) -> np.ndarray:
@@ -153,6 +164,7 @@ def _sliced(slices: Mapping[str, np.ndarray], right_c: np.ndarray, right_h: np.n
     """Accuracy and negative flips on each slice of each sliced column."""
     findings: list[Finding] = []
     tables: dict[str, Any] = {}
+    confidence = family_confidence(limits.confidence, len(slices))  # the columns' gates hold it together too
     per_slice = int(limits.gated("accuracy")) * sum(v is not None for v in limits.drop("accuracy").values()) + int(
         limits.max_negative_flips is not None)
     for column, values in slices.items():
@@ -165,7 +177,7 @@ def _sliced(slices: Mapping[str, np.ndarray], right_c: np.ndarray, right_h: np.n
             return out
 
         found, tables[column] = slice_gates(values, column, gates, gates_per_slice=max(per_slice, 1),
-                                            min_support=limits.min_class_support, confidence=limits.confidence)
+                                            min_support=limits.min_class_support, confidence=confidence)
         findings += found
     return findings, tables
 

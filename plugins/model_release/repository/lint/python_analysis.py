@@ -46,6 +46,7 @@ class PythonAnalysis:
     blocking_exec: int | None = None  # line of a blocking .exec() call
     execute_returns_value: int | None = None  # line of a `return <value>` in execute
     execute_returns: bool = False
+    execute_is_stub: bool = False  # execute's body is only pass, ... or a docstring (a placeholder)
     completion: Completion | None = None  # what auto_complete_config sets (None: there is none)
 
 
@@ -302,7 +303,16 @@ def _read_class(tree: ast.Module, result: PythonAnalysis) -> ast.AST | None:
     if execute is not None:
         result.execute_line = execute.lineno
         result.execute_async = isinstance(execute, ast.AsyncFunctionDef)
+        result.execute_is_stub = all(_is_placeholder(statement) for statement in execute.body)
     return execute
+
+
+def _is_placeholder(statement: ast.stmt) -> bool:
+    """``pass``, ``...`` or a bare string (a docstring): a statement that does nothing."""
+    if isinstance(statement, ast.Pass):
+        return True
+    return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant) and (
+        statement.value.value is Ellipsis or isinstance(statement.value.value, str))
 
 
 def _read_functions(walk: _Walk, execute: ast.AST | None, result: PythonAnalysis) -> None:

@@ -78,6 +78,11 @@ def _structure(info: ModelInfo, file: str, a: PythonAnalysis, add: Add) -> None:
         add("decoupled-returns", info.name, file,
             f"line {a.execute_returns_value}: the model is decoupled but execute returns a value; "
             "send responses through request.get_response_sender() and return None")
+    elif not info.decoupled and a.execute_is_stub:
+        add("python-execute-stub", info.name, file,
+            f"line {a.execute_line}: execute is a placeholder (pass, ... or a docstring): Triton loads the model, "
+            "and every request to it fails; fine for a model only loaded (as Triton's own QA models are), "
+            "otherwise return one InferenceResponse per request")
     elif not info.decoupled and not a.execute_returns:
         add("python-no-responses", info.name, file,
             f"line {a.execute_line}: execute never returns; return one InferenceResponse per "

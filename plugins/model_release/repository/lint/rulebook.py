@@ -224,6 +224,8 @@ RULES: dict[str, Rule] = {
     "python-undefined-name": Rule(ERROR, FAILS, "a name never defined, used in code that runs per request",
                                   "NameError: name '...' is not defined", f"{_PB} Stub::ProcessRequests"),
     "python-no-responses": Rule(ERROR, FAILS, "execute of a non-decoupled model returns nothing"),
+    "python-execute-stub": Rule(WARNING, FAILS, "execute of a non-decoupled model is a placeholder (pass, ..., a docstring): "
+                                "loaded, but every request fails; a warning, since models only loaded are written so"),
     "decoupled-returns": Rule(ERROR, FAILS, "execute of a decoupled model returns responses instead of None",
                               "... is using the decoupled mode and the execute function must return None", _PB),
     "bls-target-missing": Rule(ERROR, FAILS, "a BLS call to a model not in the repository"),

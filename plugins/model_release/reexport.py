@@ -1,7 +1,9 @@
-"""``python -m model_release.export --root ROOT --release ID``: re-run a release's export stage.
+"""``python -m model_release.reexport --root ROOT --release ID``: re-run a release's export stage.
 
 Reads ``<root>/<release>/intake/intake.json`` and ``<root>/<release>/export/spec.json`` (written by
-the export stage) and runs the export again; this is what ``reproduce.sh`` calls.
+the export stage) and runs the export again through the pipeline's one runner; this is what the
+export's ``reproduce.sh`` calls. It lives beside :mod:`.pipeline`, not inside ``export/``, because
+it runs the stage: the stage's own package never imports the runner above it.
 """
 
 from __future__ import annotations
@@ -10,16 +12,16 @@ import argparse
 import json
 import sys
 
-from ..errors import ModelReleaseError
-from ..pipeline import run_export
-from ..spec import parse_spec
-from ..stages import EXPORT, INTAKE
-from ..types import IntakeResult
-from ..workspace import Workspace
+from .errors import ModelReleaseError
+from .pipeline import run_export
+from .spec import parse_spec
+from .stages import EXPORT, INTAKE
+from .types import IntakeResult
+from .workspace import Workspace
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m model_release.export", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m model_release.reexport", description=__doc__.splitlines()[0])
     parser.add_argument("--root", required=True, help="the workspace root")
     parser.add_argument("--release", required=True, help="the release id")
     parser.add_argument("--no-cache", action="store_true", help="convert again even if the cache has this model")

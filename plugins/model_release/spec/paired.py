@@ -1,0 +1,77 @@
+"""The settings of the paired gates (``canary.confidence``, ``canary.classes``, ``canary.calibration``, the flips).
+
+Each default is defined here once, with the reason for its value, and each setting's dotted name
+(``*_SETTING``) too: the canary's findings (:mod:`model_release.canary.judge`) import both, so the
+setting a message tells a user to change is the one this spec takes.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from .strict import _Strict
+
+#: canary.confidence when the spec gives none: a gate blocks a candidate only when the golden rows
+#: show it worse than allowed at least 19 times in 20 (the usual 5% error of the first kind)
+DEFAULT_CONFIDENCE = 0.95
+#: canary.champion.max_negative_flips when the spec gives none: the old agreement gate allowed 10% of
+#: rows to differ; a retrain of equal accuracy loses about half its differing rows, so 5% keeps that
+#: tolerance for an equal model while no longer counting the rows a better candidate fixed
+DEFAULT_MAX_NEGATIVE_FLIPS = 0.05
+#: canary.classes.min_support: a class (or slice) needs this many golden rows to be gated: below it one
+#: row moves its recall by more than 3 points and the normal approximation behind the score bound is
+#: poor; it is still shown
+DEFAULT_MIN_CLASS_SUPPORT = 30
+#: canary.classes.max_recall_drop: how much lower one class's recall may be than the champion's: five
+#: times the overall accuracy default (a class may trade a few rows with another), far below a collapse
+DEFAULT_MAX_RECALL_DROP = 0.05
+#: canary.classes.max_precision_drop: the same for a class's precision
+DEFAULT_MAX_PRECISION_DROP = 0.05
+#: canary.calibration.bins: bins of the reliability diagram and the ECE (the usual 10 equal-width bins
+#: of the top-1 score)
+DEFAULT_BINS = 10
+
+CONFIDENCE_SETTING = "canary.confidence"
+NEGATIVE_FLIPS_SETTING = "canary.champion.max_negative_flips"
+CLASSES_SETTING = "canary.classes"
+RECALL_SETTING = f"{CLASSES_SETTING}.max_recall_drop"
+PRECISION_SETTING = f"{CLASSES_SETTING}.max_precision_drop"
+MIN_SUPPORT_SETTING = f"{CLASSES_SETTING}.min_support"
+CLASSES_ENABLED_SETTING = f"{CLASSES_SETTING}.enabled"
+CALIBRATION_SETTING = "canary.calibration"
+MAX_ECE_SETTING = f"{CALIBRATION_SETTING}.max_ece"
+MAX_ECE_INCREASE_SETTING = f"{CALIBRATION_SETTING}.max_ece_increase"
+SLICES_SETTING = "golden.slices"
+#: every setting above, for the check that each names a field of the spec
+SETTINGS = (CONFIDENCE_SETTING, NEGATIVE_FLIPS_SETTING, RECALL_SETTING, PRECISION_SETTING, MIN_SUPPORT_SETTING,
+            CLASSES_ENABLED_SETTING, MAX_ECE_SETTING, MAX_ECE_INCREASE_SETTING, f"{CALIBRATION_SETTING}.bins",
+            SLICES_SETTING)
+
+
+class ClassGates(_Strict):
+    """``canary.classes``: per-class gates of a classifier against the champion, on ground truth.
+
+    ``max_recall_drop`` / ``max_precision_drop``: how much lower one class's recall / precision may
+    be than the champion's (null: that gate off, its figures still shown). ``min_support``: golden
+    rows a class needs to be gated (for precision: answers by each model), and rows a slice of
+    ``golden.slices`` needs. ``enabled: false`` turns both class gates off.
+    """
+
+    enabled: bool = True
+    min_support: int = Field(DEFAULT_MIN_CLASS_SUPPORT, ge=1)
+    max_recall_drop: float | None = Field(DEFAULT_MAX_RECALL_DROP, ge=0, le=1)
+    max_precision_drop: float | None = Field(DEFAULT_MAX_PRECISION_DROP, ge=0, le=1)
+
+
+class CalibrationGates(_Strict):
+    """``canary.calibration``: the candidate's class scores as probabilities (off unless a limit is given).
+
+    ``max_ece``: the highest expected calibration error the candidate may have (a figure of its own,
+    judged with or without a champion). ``max_ece_increase``: how much higher than the champion's
+    it may be. ``bins``: equal-width bins of the top-1 score for both and for the reliability
+    diagram. The log-loss change gate is ``canary.quality.log_loss`` (on by default).
+    """
+
+    max_ece: float | None = Field(None, ge=0, le=1)
+    max_ece_increase: float | None = Field(None, ge=0, le=1)
+    bins: int = Field(DEFAULT_BINS, ge=2, le=100)
