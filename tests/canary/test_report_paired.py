@@ -220,7 +220,8 @@ def test_where_a_part_cannot_be_drawn_its_place_says_why(case, quality, says) ->
             assert f"<p class='none' data-section='{key}'>{says}</p>" in parts[key]
     elif case == "regressor":
         assert reliability == "No class scores: a regressor&#x27;s predictions carry no confidence to calibrate"
-        assert "No flips for a regressor" in parts["flips"] and "No classes: a regressor" in parts["classes"]
+        assert ("No flips for a regressor: its rows are not right or wrong</p>" in parts["flips"]  # no champion: no changes above
+                and "No classes for a regressor" in parts["classes"])
     else:
         assert reliability == "No class scores: the candidate serves labels only, so there is nothing to calibrate"
         assert "all golden rows" in parts["flips"] and "<td><b>setosa</b></td>" in parts["classes"]
@@ -233,7 +234,9 @@ def test_a_regressors_paired_changes_are_listed_with_their_bounds() -> None:
     quality = {"task": "regression", "candidate": {"rmse": 0.5}, "champion": {"rmse": 0.5},
                "paired": finite({"findings": [f.to_dict() for f in findings]})}
 
-    part = _sections(render_html({**BASE, "quality": quality}))["changes"]
+    parts = _sections(render_html({**BASE, "quality": quality}))
+    part = parts["changes"]
+    assert "(its paired changes are above)" in parts["flips"]
 
     rmse = next(f for f in quality["paired"]["findings"] if f["name"] == "quality.rmse")
     assert "<b>quality.rmse</b>" in part and f"{rmse['data']['drop']['upper']:.4g}" in part

@@ -115,6 +115,11 @@ def _missing(why: Why, data: dict[str, Any], *, regressor: str, stopped_early: s
     return why.champion
 
 
+def _above(data: dict[str, Any]) -> str:
+    """Where a regressor's paired changes are, when it has some (none without a champion)."""
+    return " (its paired changes are above)" if _others(data) else ""
+
+
 def _others(data: dict[str, Any]) -> list[str]:
     """The paired change gates no other part shows (a regressor's RMSE and MAE), as a table."""
     gates = [g for g in data.get("gates") or [] if isinstance(g, dict) and g.get("name") not in _OWN_PARTS]
@@ -151,7 +156,7 @@ def _flip_row(head: str, rows: Any, negative: Any, positive: Any, gate: str) -> 
 def _flips(flips: Any, why: Why, data: dict[str, Any]) -> str:
     if not isinstance(flips, dict):
         reason = _missing(why, data, stopped_early="not measured: the canary stopped before this (see why above)",
-                          regressor="No flips for a regressor: its rows are not right or wrong (its paired changes are above)")
+                          regressor="No flips for a regressor: its rows are not right or wrong" + _above(data))
         return _details("flips", "Flips <span class='muted'>(rows one model got right and the other wrong)</span>",
                         _none("flips", reason), open_=True)
     gate = flips.get("gate") or {}
@@ -211,7 +216,7 @@ def _classes(classes: Any, why: Why, data: dict[str, Any]) -> str:
     title = "Per class <span class='muted'>(recall and precision against the champion)</span>"
     if not isinstance(classes, dict):
         reason = _missing(why, data, stopped_early="not measured: the canary stopped before this (see why above)",
-                          regressor="No classes: a regressor's per-row errors are judged as a whole (above)")
+                          regressor="No classes for a regressor: its per-row errors are judged as a whole" + _above(data))
         return _details("classes", title, _none("classes", reason), open_=True)  # open: the reason is the content
     rows = []
     for r in classes.get("rows") or []:
