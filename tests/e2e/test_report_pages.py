@@ -141,14 +141,18 @@ def _clean(facts: PageFacts) -> None:
 
 #: per case: plots that must be drawn, and plots whose place must say why they are missing (with what it says)
 EXPECTED = {
-    "first": ({"confusion-candidate", "per-class", "predicted", "latency-cdf", "parity-probabilities"},
+    "first": ({"confusion-candidate", "per-class", "predicted", "reliability", "latency-cdf", "parity-probabilities"},
               {"confusion-champion": "No champion", "confusion-agreement": "No champion", "tuning": "tuning was off"}),
-    "passing": ({"confusion-candidate", "confusion-champion", "per-class", "confusion-agreement", "predicted", "latency-cdf",
-                 "parity-probabilities"}, {"tuning": "tuning was off"}),
-    "blocked": ({"confusion-candidate", "confusion-champion", "per-class", "confusion-agreement", "predicted", "latency-cdf",
-                 "parity-probabilities"}, {"tuning": "tuning was off"}),
-    "regressor": ({"residuals", "predicted", "latency-cdf", "parity-variable"}, {"tuning": "tuning was off"}),
+    "passing": ({"confusion-candidate", "confusion-champion", "per-class", "confusion-agreement", "predicted", "reliability",
+                 "latency-cdf", "parity-probabilities"}, {"tuning": "tuning was off"}),
+    "blocked": ({"confusion-candidate", "confusion-champion", "per-class", "confusion-agreement", "predicted", "reliability",
+                 "latency-cdf", "parity-probabilities"}, {"tuning": "tuning was off"}),
+    "regressor": ({"residuals", "predicted", "latency-cdf", "parity-variable"},
+                  {"reliability": "No class scores: a regressor", "tuning": "tuning was off"}),
 }
+#: per case: what the paired sections say (the flips' place, the per-class table's), from report.json's quality.paired
+PAIRED = {"first": ("No champion", "No champion"), "passing": ("Flips:", "Per class"), "blocked": ("Flips:", "Per class"),
+          "regressor": ("No flips for a regressor", "No classes for a regressor")}
 
 
 @pytest.mark.parametrize("case", list(EXPECTED))
@@ -172,6 +176,15 @@ def test_the_report_renders_in_chromium_decision_first_with_every_plot(case, run
     for gate in report["gates"]:
         assert gate["name"] in first_screen
     assert png.stat().st_size > 10_000
+    start = facts.text.index("Row by row against the champion")
+    paired = facts.text[start: facts.text.index("Latency", start)]
+    flips, classes = PAIRED[case]
+    assert flips in paired and classes in paired, paired
+    if case in ("passing", "blocked"):  # the flips' and the per-class table's figures are report.json's
+        f, table = report["quality"]["paired"]["flips"], report["quality"]["paired"]["classes"]
+        assert f"{f['negative']} of {f['rows']} rows the champion got right are now wrong, {f['positive']} now right" in paired
+        gated = sum(1 for r in table if r.get("recall_outcome") or r.get("precision_outcome"))
+        assert f"{len(table)} classes, {gated} gated" in paired, paired
     if case == "blocked":
         assert "✗ failed\tquality.accuracy" in first_screen and "Why it was rejected" in first_screen
     if case == "regressor":  # its channel's first release: residuals of the candidate alone

@@ -123,7 +123,9 @@ _UNITS = {"load.slo_p99": "ms", "replay.slo_p99": "ms", "load.p99_ratio": "ms", 
 
 
 _AGAINST_CHAMPION = {"contract": "its interface", "champion.agreement": "its labels", "champion.psi": "its class mix",
-                     "champion.ks": "its predictions"}
+                     "champion.ks": "its predictions", "flips.negative": "its right rows", "calibration.ece_change": "its ECE"}
+#: gates whose figures are shares of rows, shown as percentages
+_PERCENT_SETTINGS = ("canary.min_label_agreement", "canary.champion.max_negative_flips")
 
 
 def _gate_line(gate: dict[str, Any]) -> Line:
@@ -131,7 +133,7 @@ def _gate_line(gate: dict[str, Any]) -> Line:
     status = gate_status(gate)
     unit = _UNITS.get(name, "")
     setting = str(gate.get("setting") or "")
-    percent = name == "champion.agreement" or setting == "canary.min_label_agreement"
+    percent = name == "champion.agreement" or setting in _PERCENT_SETTINGS
     prefix = "max abs " if setting.startswith("canary.tolerances.") else ""  # a numeric output's parity
     champion = gate.get("champion")
     if name in _AGAINST_CHAMPION and champion is not None:
@@ -241,6 +243,20 @@ def _printable(data: Any) -> Any:
     return data
 
 
+def _paired_line(report: dict[str, Any]) -> str:
+    """One line of the paired statistics (the page's flips and calibration), or "" when the report has none."""
+    paired = _map(_map(report.get("quality")).get("paired"))
+    flips, reliability = _map(paired.get("flips")), _map(paired.get("reliability"))
+    parts = []
+    if isinstance(flips.get("rows"), int):
+        parts.append(f"{number(flips.get('negative'))} of {flips['rows']} rows the champion got right are now wrong, "
+                     f"{number(flips.get('positive'))} now right")
+    mine, theirs = _map(reliability.get("candidate")), _map(reliability.get("champion"))
+    if "ece" in mine:
+        parts.append(f"ECE {number(mine['ece'])}" + (f" (champion {number(theirs.get('ece'))})" if theirs else ""))
+    return "row by row: " + " · ".join(parts) if parts else ""
+
+
 def terminal(report: dict[str, Any], *, colour: bool = False, width: int = 120) -> str:
     """The decision block as a compact table for a terminal (ANSI colour only when ``colour``, and
     never from the report: its strings are printed redacted, control characters escaped)."""
@@ -275,6 +291,9 @@ def terminal(report: dict[str, Any], *, colour: bool = False, width: int = 120) 
     if d.changes:
         out += ["", "against the champion: " + " · ".join(
             f"{c.title} {c.candidate} (champion {c.champion}{', ' + c.delta if c.delta else ''})" for c in d.changes)]
+    paired = _paired_line(report)
+    if paired:
+        out.append(paired)
     for ack in d.acknowledgements:
         out.append(f"acknowledged: {ack.get('setting')}: {ack.get('text')!r}")
     if d.reasons and not d.passed:

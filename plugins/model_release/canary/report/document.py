@@ -122,6 +122,9 @@ def write_reports(folder: Path, report: CanaryReport | dict[str, Any]) -> tuple[
     """Write ``report.json`` and ``report.html`` into ``folder``; return both paths."""
     if isinstance(report, CanaryReport):
         report = report.to_dict()
+    from .plotdata import with_paired_plots  # the page's data of the paired statistics, drawn after judging
+
+    report = with_paired_plots(report)
     json_path, html_path = folder / "report.json", folder / "report.html"
     atomic_write_json(json_path, _finite(report))
     atomic_write_bytes(html_path, render_html(report).encode())

@@ -4,7 +4,8 @@ The top of the page answers, in one screen, whether the release may ship, what c
 the production champion, and why: the verdict, each gate as one line (its figure, its limit, the
 champion's figure), the acknowledgements the spec made, and the reasons of a rejection. Then the
 plots (:mod:`.plots`), each with a caption, section by section: quality on ground truth, the
-candidate against the champion, latency, parity with the native model. Then the details, each
+candidate against the champion, row by row against the champion (flips, per class and per slice,
+calibration: :mod:`.paired_page`, each part collapsible), latency, parity with the native model. Then the details, each
 collapsed: every gate's full sentence, the expectations, the load phase per model, the tuning
 trials, the server, the golden set, the load order and the raw JSON. Wide tables scroll inside
 their box. The page is rendered from ``report.json`` alone.
@@ -17,8 +18,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...webpage import esc, finite, page
-from . import plots
+from . import paired_page, plots
 from .decision import FAILED, INCONCLUSIVE, PASSED, SKIPPED, Decision, decision, number
+from .plotdata import with_paired_plots
 
 NOT_REACHED = "not measured: the canary stopped before this (see why above)"
 
@@ -43,13 +45,14 @@ _MARK = {FAILED: "✗ failed", INCONCLUSIVE: "? inconclusive", PASSED: "✓ pass
 
 def render_html(report: Mapping[str, Any]) -> str:
     """The report as one self-contained HTML page (see the module docstring)."""
-    report = dict(report)
+    report = with_paired_plots(report)
     d = decision(report)
     title = f"canary {report.get('release_id', '')}: {d.verdict}"
     body = [_decision_block(report, d)]
-    body += _quality_section(report) + _champion_section(report) + _latency_section(report) + _parity_section(report)
+    body += _quality_section(report) + _champion_section(report) + _paired_section(report)
+    body += _latency_section(report) + _parity_section(report)
     body += _details(report, d)
-    return page(title, body, css=_CSS)
+    return page(title, body, css=_CSS + paired_page.CSS)
 
 
 # --- the decision, one screen -------------------------------------------------------------------------
@@ -198,6 +201,14 @@ def _champion_section(report: dict[str, Any]) -> list[str]:
         out.append("<div class='box'><table><tr>" + "".join(f"<th>{esc(k)}</th>" for k in figures) + "</tr><tr>"
                    + "".join(f"<td class='num'>{number(v)}</td>" for v in figures.values()) + "</tr></table></div>")
     return out
+
+
+def _paired_section(report: dict[str, Any]) -> list[str]:
+    quality = report.get("quality") if isinstance(report.get("quality"), dict) else {}
+    no_truth = _no_truth(report) if quality.get("skipped") or not quality.get("candidate") else None
+    why = paired_page.Why(truth=no_truth, champion=_no_champion(report), regressor=_task(report) == "regression",
+                          reached=bool(report.get("gates")))
+    return paired_page.section(report, why)
 
 
 def _latency_section(report: dict[str, Any]) -> list[str]:

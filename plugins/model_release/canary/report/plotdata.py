@@ -17,6 +17,12 @@ JSON alone:
 - ``parity_errors``: per numeric output, a histogram of ``|served - native|`` in log10 bins from
   1e-12 to 1e3 (:data:`PARITY_BINS_PER_DECADE` per decade), exact zeros and non-finite counted apart.
 
+- ``paired``: the paired statistics against the champion (:func:`paired_section`, from
+  ``quality.paired`` once judging wrote it, never while judging): flips, the per-class and
+  per-slice tables and the reliability diagrams with ECE and log loss, at most
+  :data:`MAX_CLASSES` classes, :data:`MAX_SLICES` slices per column and
+  :data:`MAX_RELIABILITY_BINS` bins per model.
+
 The tuning trials the throughput-vs-p99 plot reads are in ``report.tuning`` already.
 """
 
@@ -280,3 +286,239 @@ def plots_of(evidence: Evidence, *, load: Mapping[str, Histogram] | None,
     if evidence.predicted is not None:
         plots["predicted"] = numeric_histograms(*evidence.predicted)
     return plots
+
+
+# --- the paired statistics, from report.json's quality.paired (after judging) -------------------------------
+
+#: slice values per golden column kept in the per-slice table, and the sliced columns kept
+MAX_SLICES = MAX_CLASSES
+MAX_SLICE_COLUMNS = 8
+#: reliability bins kept per model; more equal-width bins are merged, neighbours together
+MAX_RELIABILITY_BINS = 20
+#: gate outcomes, the worst first (how the bounded tables choose the rows they keep)
+_RANK = {"block": 0, "inconclusive": 1, "pass": 2}
+
+
+def _map(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _maps(value: Any) -> list[dict[str, Any]]:
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _num(value: Any) -> float | None:
+    """A finite number, or None (report.json writes NaN as null or as a string)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _change(pair: Any) -> float | None:
+    """Candidate minus champion of a ``{"candidate", "champion"}`` pair; None when either is missing."""
+    mine, theirs = _num(_map(pair).get("candidate")), _num(_map(pair).get("champion"))
+    return None if mine is None or theirs is None else _round(mine - theirs)
+
+
+def _bounds(interval: Any) -> dict[str, float | None] | None:
+    """An interval of report.json (estimate, lower, upper, confidence), numbers rounded; None when absent."""
+    i = _map(interval)
+    return {k: _round(v) if _num(v) is not None else None for k, v in i.items()
+            if k in ("estimate", "lower", "upper", "confidence")} or None
+
+
+def _gate(finding: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A paired finding as the page shows it: outcome, figures, limit, setting, its sentence and the bound behind it."""
+    if not finding:
+        return None
+    data = _map(finding.get("data"))
+    out = {k: finding.get(k) for k in ("name", "outcome", "setting", "limit", "message")}
+    out.update({k: _num(finding.get(k)) for k in ("candidate", "champion")})
+    out["drop"] = _bounds(data.get("drop") or data.get("negative_share") or data.get("ece") or data.get("ece_increase"))
+    out.update({k: data[k] for k in ("mcnemar_p", "rows", "rows_needed", "underpowered", "allowed_drop", "relative")
+                if k in data})
+    return out
+
+
+def _split(name: str) -> tuple[str, str | None]:
+    """``class.recall[setosa]`` -> (``class.recall``, ``setosa``); a name without brackets -> (name, None)."""
+    if name.endswith("]") and "[" in name:
+        head, _, inner = name.partition("[")
+        return head, inner[:-1]
+    return name, None
+
+
+def with_paired_plots(report: Mapping[str, Any]) -> dict[str, Any]:
+    """``report`` with ``plots.paired`` drawn from its judged ``quality.paired`` (:func:`paired_section`).
+
+    Built when the report is written, after judging, from the figures report.json holds; a report that
+    has it keeps its own.
+    """
+    report = dict(report)
+    plots = _map(report.get("plots"))
+    if "paired" not in plots:
+        section = paired_section(report.get("quality"))
+        if section is not None:
+            report["plots"] = {**plots, "paired": section}
+    return report
+
+
+def paired_section(quality: Any) -> dict[str, Any] | None:
+    """The page's data of the paired statistics, from ``quality.paired`` as judging wrote it; None when absent.
+
+    Bounded whatever the golden set or the class count: at most :data:`MAX_CLASSES` classes (the
+    blocked and inconclusive first, then the gated with the largest drops, then the most frequent),
+    :data:`MAX_SLICES` slices per column and :data:`MAX_SLICE_COLUMNS` columns, and
+    :data:`MAX_RELIABILITY_BINS` reliability bins per model; what was left out is counted.
+
+    Returns:
+        ``{"gates": the overall paired gates, "flips", "classes", "slices", "reliability"}``, each
+        section None where judging made none (no champion, a regressor, no class scores).
+    """
+    quality = _map(quality)
+    paired = _map(quality.get("paired"))
+    if not paired:
+        return None
+    findings = _maps(paired.get("findings"))
+    overall = {f["name"]: f for f in findings if isinstance(f.get("name"), str) and _split(f["name"])[1] is None}
+    nested: dict[str, dict[str, dict[str, Any]]] = {}  # "class.recall" -> "setosa" -> finding
+    for f in findings:
+        head, key = _split(str(f.get("name", "")))
+        if key is not None:
+            nested.setdefault(head, {})[key] = f
+    return {
+        "gates": [_gate(f) for f in findings if _split(str(f.get("name", "")))[1] is None],
+        "flips": flips_section(paired.get("flips"), overall, nested),
+        "classes": classes_table(paired.get("classes"), nested),
+        "slices": slices_tables(paired.get("slices"), nested),
+        "reliability": reliability_section(paired.get("reliability"), quality, overall),
+    }
+
+
+def flips_section(flips: Any, overall: dict[str, dict[str, Any]],
+                  nested: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any] | None:
+    """Negative and positive flips on all rows, per gated class (its recall's discordant rows) and per gated slice.
+
+    From the flip gate's figures, else from the accuracy gate's discordant pairs (the same rows).
+    """
+    flips, accuracy = _map(flips), _map(_map(overall.get("quality.accuracy")).get("data"))
+    if flips.get("rows") is not None:
+        rows, negative, positive = flips.get("rows"), flips.get("negative"), flips.get("positive")
+    elif accuracy.get("rows") is not None:
+        rows, negative, positive = accuracy.get("rows"), accuracy.get("worse"), accuracy.get("better")
+    else:
+        return None
+    by_class = [{"class": name, "rows": _map(f.get("data")).get("rows"), "negative": _map(f.get("data")).get("worse"),
+                 "positive": _map(f.get("data")).get("better"), "outcome": f.get("outcome")}
+                for name, f in nested.get("class.recall", {}).items()]
+    by_slice = []
+    for label, f in nested.get("flips.negative", {}).items():
+        data = _map(f.get("data"))
+        by_slice.append({"slice": label, "rows": data.get("rows"), "negative": data.get("negative"),
+                         "positive": data.get("positive"), "outcome": f.get("outcome")})
+    worst = lambda r: (_RANK.get(r["outcome"], 3), -(_num(r["negative"]) or 0), -(_num(r["rows"]) or 0))  # noqa: E731
+    return {"rows": rows, "negative": negative, "positive": positive,
+            "negative_share": _bounds(flips.get("negative_share")), "allowed_share": flips.get("allowed_share"),
+            "gate": _gate(overall.get("flips.negative")), "accuracy": _gate(overall.get("quality.accuracy")),
+            "by_class": sorted(by_class, key=worst)[:MAX_CLASSES], "classes_left_out": max(len(by_class) - MAX_CLASSES, 0),
+            "by_slice": sorted(by_slice, key=worst)[:MAX_SLICES], "slices_left_out": max(len(by_slice) - MAX_SLICES, 0)}
+
+
+def _class_row(row: dict[str, Any], nested: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]:
+    name = str(row.get("class"))
+    recall, precision = _map(nested.get("class.recall")).get(name), _map(nested.get("class.precision")).get(name)
+    out = {"class": name, "support": row.get("support"), "answered": _map(row.get("answered")),
+           "recall": {k: _num(_map(row.get("recall")).get(k)) for k in ("candidate", "champion")},
+           "precision": {k: _num(_map(row.get("precision")).get(k)) for k in ("candidate", "champion")},
+           "recall_change": _change(row.get("recall")), "precision_change": _change(row.get("precision"))}
+    for metric, finding in (("recall", recall), ("precision", precision)):
+        out[f"{metric}_outcome"] = row.get(f"{metric}_outcome")
+        out[f"{metric}_not_gated"] = row.get(f"{metric}_not_gated")
+        gate = _gate(finding)
+        out[f"{metric}_drop"] = gate["drop"] if gate else None
+        out[f"{metric}_p"] = gate.get("mcnemar_p") if gate else None
+    return out
+
+
+def classes_table(table: Any, nested: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any] | None:
+    """The per-class table (support, recall and precision of both models, their change, gated or reported only), bounded."""
+    rows = _maps(table)
+    if not rows:
+        return None
+
+    def priority(i: int) -> tuple:
+        r = rows[i]
+        outcomes = [r.get("recall_outcome"), r.get("precision_outcome")]
+        gated = any(o is not None for o in outcomes)
+        drop = max((-(_change(r.get(m)) or 0.0) for m in ("recall", "precision")), default=0.0)
+        return (min(_RANK.get(o, 3) for o in outcomes), not gated, -drop, -(_num(r.get("support")) or 0), i)
+
+    kept = sorted(sorted(range(len(rows)), key=priority)[:MAX_CLASSES])  # the model's class order
+    left = [rows[i] for i in range(len(rows)) if i not in set(kept)]
+    gated = lambda r: r.get("recall_outcome") is not None or r.get("precision_outcome") is not None  # noqa: E731
+    return {"rows": [_class_row(rows[i], nested) for i in kept], "classes": len(rows),
+            "gated": sum(1 for r in rows if gated(r)),
+            "left_out": {"classes": len(left), "gated": sum(1 for r in left if gated(r)),
+                         "support": int(sum(_num(r.get("support")) or 0 for r in left))}}
+
+
+def slices_tables(slices: Any, nested: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any] | None:
+    """Per sliced golden column: each slice's rows, both models' accuracy, its flips and its gates' outcomes, bounded."""
+    columns = {str(k): _maps(v) for k, v in _map(slices).items()}
+    if not columns:
+        return None
+    out: dict[str, Any] = {}
+    for column, rows in list(columns.items())[:MAX_SLICE_COLUMNS]:
+        made = []
+        for r in rows:
+            label = str(r.get("slice"))
+            accuracy, flips = _map(nested.get("quality.accuracy")).get(label), _map(nested.get("flips.negative")).get(label)
+            outcomes = _map(r.get("outcomes"))
+            made.append({"slice": label, "rows": r.get("rows"), "not_gated": r.get("not_gated"),
+                         "outcome": min(outcomes.values(), key=lambda o: _RANK.get(o, 3)) if outcomes else None,
+                         "accuracy": {"candidate": _num(_map(accuracy).get("candidate")), "champion": _num(_map(accuracy).get("champion"))},
+                         "accuracy_change": _change(accuracy), "accuracy_drop": (_gate(accuracy) or {}).get("drop"),
+                         "accuracy_p": _map(_map(accuracy).get("data")).get("mcnemar_p"),
+                         "negative": _map(_map(flips).get("data")).get("negative"),
+                         "positive": _map(_map(flips).get("data")).get("positive")})
+        made.sort(key=lambda s: (_RANK.get(s["outcome"], 3), -(_num(s["rows"]) or 0)))
+        out[column] = {"rows": made[:MAX_SLICES], "slices": len(made), "left_out": max(len(made) - MAX_SLICES, 0)}
+    return {"columns": out, "columns_left_out": max(len(columns) - MAX_SLICE_COLUMNS, 0)}
+
+
+def merge_bins(bins: Any, most: int = MAX_RELIABILITY_BINS) -> list[dict[str, Any]]:
+    """Reliability bins (equal-width, in order), neighbours merged until at most ``most`` are left.
+
+    A merged bin's mean score and accuracy are its rows' (the bins' means weighted by their rows).
+    """
+    bins = _maps(bins)
+    width = max(1, math.ceil(len(bins) / most))
+    out = []
+    for start in range(0, len(bins), width):
+        group = bins[start: start + width]
+        rows = int(sum(_num(b.get("rows")) or 0 for b in group))
+
+        def mean(key: str) -> float | None:
+            weighted = [(_num(b.get(key)), _num(b.get("rows")) or 0) for b in group]
+            weighted = [(v, w) for v, w in weighted if v is not None and w > 0]
+            total = sum(w for _, w in weighted)
+            return _round(sum(v * w for v, w in weighted) / total) if total else None
+
+        out.append({"lower": _num(group[0].get("lower")), "upper": _num(group[-1].get("upper")), "rows": rows,
+                    "confidence": mean("confidence"), "accuracy": mean("accuracy")})
+    return out
+
+
+def reliability_section(reliability: Any, quality: dict[str, Any], overall: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """Each model's reliability diagram (bins merged to at most :data:`MAX_RELIABILITY_BINS`), its ECE and its log loss."""
+    reliability = _map(reliability)
+    if not _map(reliability.get("candidate")):
+        return None
+    out: dict[str, Any] = {}
+    for target in ("candidate", "champion"):
+        r = _map(reliability.get(target))
+        out[target] = {"bins": merge_bins(r.get("bins")), "bins_judged": len(_maps(r.get("bins"))), "ece": _num(r.get("ece")),
+                       "rows": r.get("rows"), "rows_left_out": r.get("rows_left_out"),
+                       "log_loss": _num(_map(quality.get(target)).get("log_loss"))} if r else None
+    out["gates"] = [g for g in (_gate(overall.get(n)) for n in ("quality.log_loss", "calibration.ece", "calibration.ece_change")) if g]
+    return out

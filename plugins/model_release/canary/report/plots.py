@@ -218,3 +218,39 @@ def parity_errors(name: str, data: dict[str, Any], label: str, caption: str) -> 
     if data.get("below_range") or data.get("above_range"):
         extra.append(f"{data.get('below_range', 0)} below 1e-12 and {data.get('above_range', 0)} above 1e3 are drawn at the ends")
     return plot_html(fig, label, caption + " " + esc("; ".join(extra)) + ".")
+
+
+def reliability(data: dict[str, Any] | None, label: str, caption: str, *, missing: str, champion_missing: str) -> str:
+    """The reliability diagram: each score bin's accuracy against its mean top-1 score, both models; rows per bin below."""
+    mine = (data or {}).get("candidate")
+    if not mine or not any(b.get("rows") for b in mine.get("bins") or []):
+        return placeholder_html(label, missing, caption)
+    fig = new_figure(5.0, 4.6)
+    top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=[3, 1])
+    for ax in (top, bottom):
+        style_axes(ax)
+    top.plot([0, 1], [0, 1], color="#8c959f", linewidth=0.9, linestyle="--", label="calibrated")
+    # the candidate drawn over the champion, the champion dashed with open markers: an equal model's lines stay both visible
+    models = [("candidate", CANDIDATE_COLOUR, {"marker": "o", "zorder": 4}),
+              ("champion", CHAMPION_COLOUR, {"marker": "s", "linestyle": "--", "markerfacecolor": "none", "zorder": 3})]
+    drawn = [(t, c, m, data[t]) for t, c, m in models if (data or {}).get(t)]
+    width = min(((b.get("upper") or 0) - (b.get("lower") or 0) for b in mine["bins"]), default=0.1) / (len(drawn) + 0.5)
+    for i, (target, colour, style, figures) in enumerate(drawn):
+        bins = [b for b in figures.get("bins") or [] if b.get("rows") and b.get("confidence") is not None]
+        ece = f"ECE {figures['ece']:.2g}" if figures.get("ece") is not None else "ECE -"
+        top.plot([b["confidence"] for b in bins], [b["accuracy"] for b in bins], color=colour, markersize=4.5, linewidth=1.4,
+                 label=f"{target} ({ece})", **style)
+        every = [b for b in figures.get("bins") or [] if b.get("lower") is not None]
+        total = max(sum(b.get("rows") or 0 for b in every), 1)
+        bottom.bar([b["lower"] + width * (i + 0.75) for b in every], [(b.get("rows") or 0) / total for b in every],
+                   width=width, color=colour, align="center")
+    top.set_xlim(0, 1)
+    top.set_ylim(0, 1.02)
+    top.set_ylabel("accuracy in the bin")
+    bottom.set_ylabel("share of rows")
+    bottom.set_xlabel("top-1 class score (mean in each bin)")
+    handles, labels = top.get_legend_handles_labels()  # above the panels, over the figure's width (the axes' is too narrow)
+    fig.legend(handles, labels, loc="outside upper center", ncol=3, fontsize=8, frameon=False)
+    if not (data or {}).get("champion"):
+        caption += f" {esc(champion_missing)}"
+    return plot_html(fig, label, caption)
