@@ -45,6 +45,9 @@ def test_report_exit_code_follows_the_verdict(tmp_path, capsys) -> None:
     ({"verdict": "rejected"}, 3),
     ({"verdict": "pass"}, 3),          # not a verdict the canary writes
     ({"passed": False, "verdict": "passed"}, 3),  # the flag wins over the word
+    ({"passed": False, "verdict": "inconclusive"}, 5),  # not decided: neither shipped nor rejected
+    ({"verdict": "inconclusive"}, 5),
+    ({"passed": True, "verdict": "inconclusive"}, 0),   # the flag wins here too
 ])
 def test_report_reads_the_verdict_the_canary_writes(tmp_path, capsys, report, code) -> None:
     path = tmp_path / "report.json"

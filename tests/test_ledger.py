@@ -70,3 +70,45 @@ def test_a_killed_run_with_no_recorded_error_counts_as_failed() -> None:
     assert ledger.verdict_of({}, False)[0] == ledger.FAILED
     assert ledger.verdict_of({}, True) == (ledger.RELEASED, "")
     assert ledger.verdict_of({}, False, promote_asked=False)[0] is None
+
+
+#: what the stage runner records when the canary could not decide (pipeline.run_stage)
+INCONCLUSIVE_CANARY = {"kind": "canary_inconclusive", "user": False, "gate": False, "inconclusive": True,
+                       "message": "the canary of iris (iris-a) is inconclusive: no gate failed, but p99 ... straddles ..."}
+
+
+def test_an_inconclusive_canary_leaves_the_version_open_for_the_schedule(tmp_path) -> None:
+    store = _store(tmp_path)
+    ledger.claim(store, "production", "iris", "6", release_id="iris-a", run=RUN_A)
+    state, reason = ledger.verdict_of({"canary": INCONCLUSIVE_CANARY}, False)
+    assert state == ledger.INCONCLUSIVE and reason.startswith("canary: [canary_inconclusive] the canary of iris")
+    entry = ledger.settle(store, "production", "iris", "6", release_id="iris-a", run=RUN_A, state=state, reason=reason)
+    assert entry["state"] == "inconclusive" and ledger.check_state(entry["state"]) == "inconclusive"
+    new, why = ledger.is_new(store, "production", "iris", "6")
+    assert new and "still open" in why and "the canary of release iris-a was inconclusive" in why
+    # the schedule's next run claims it without force_retry
+    assert ledger.claim(store, "production", "iris", "6", release_id="iris-b", run=RUN_B).go
+
+
+def test_a_gate_that_failed_rejects_even_beside_an_inconclusive_stage() -> None:
+    errors = {"canary": INCONCLUSIVE_CANARY, "promote": {"kind": "canary", "user": True, "message": "not passed"}}
+    assert ledger.verdict_of(errors, False)[0] == ledger.REJECTED
+    # an outage beside an inconclusive canary: the canary's verdict is what the version is (still open)
+    outage = {"canary": INCONCLUSIVE_CANARY, "rollout": {"kind": "unavailable", "user": False, "message": "down"}}
+    assert ledger.verdict_of(outage, False)[0] == ledger.INCONCLUSIVE
+
+
+def test_a_version_rejected_in_production_stays_rejected_whatever_a_later_canary_concluded(tmp_path) -> None:
+    store = _store(tmp_path)
+    ledger.claim(store, "production", "iris", "7", release_id="iris-a", run=RUN_A)
+    ledger.reject_in_production(store, "production", "iris", "7", release_id="iris-a", run=RUN_A, reason="error rate 4%")
+    kept = ledger.settle(store, "production", "iris", "7", release_id="iris-a", run=RUN_A, state=ledger.INCONCLUSIVE)
+    assert kept["state"] == ledger.REJECTED and kept["reason"].startswith(ledger.IN_PRODUCTION)
+    assert not ledger.is_new(store, "production", "iris", "7")[0]
+
+
+def test_settle_refuses_a_state_that_is_not_final() -> None:
+    import pytest
+
+    with pytest.raises(ValueError, match="valid: released, rejected, failed, inconclusive"):
+        ledger.settle(None, "production", "iris", "1", release_id="r", run=RUN_A, state=ledger.CLAIMED)

@@ -71,6 +71,26 @@ def test_a_gate_that_refuses_with_a_result_has_that_result_saved(tmp_path) -> No
     assert ws.load_result("canary", CanaryResult) == rejected
 
 
+def test_an_inconclusive_canary_has_its_result_saved_and_its_error_recorded_as_neither_user_nor_gate(tmp_path) -> None:
+    """What finish reads to leave the version open (store.ledger.verdict_of), and what promote never sees as passed."""
+    from model_release.errors import CanaryInconclusive
+    from model_release.store import ledger
+
+    ws = Workspace("r1", tmp_path)
+    open_ = CanaryResult(passed=False, report_json="r.json", report_html=None, summary="canary inconclusive: x",
+                         verdict="inconclusive")
+
+    def stage() -> CanaryResult:
+        raise CanaryInconclusive("p99 ratio straddles its limit", result=open_)
+
+    with pytest.raises(CanaryInconclusive):
+        run_stage(ws, "canary", stage)
+    assert ws.load_result("canary", CanaryResult) == open_
+    error = ws.load_error("canary")
+    assert (error["kind"], error["user"], error["gate"], error["inconclusive"]) == ("canary_inconclusive", False, False, True)
+    assert ledger.verdict_of({"canary": error}, False)[0] == ledger.INCONCLUSIVE
+
+
 def test_a_restated_error_keeps_its_class_stage_and_attributes() -> None:
     from model_release.errors import ConflictError
 

@@ -12,7 +12,9 @@
                                                                            roll the channel out to its serving Tritons, watched
     model-release fleet status --channel C [--store URI] [--fleet FILE]    what each serving Triton serves, and drift
 
-Exit codes: 0 success, 1 failure, 2 bad input (spec, model), 3 blocked by a gate, 4 infrastructure.
+Exit codes: 0 success, 1 failure, 2 bad input (spec, model), 3 blocked by a gate, 4 infrastructure,
+5 inconclusive (the canary or the watch could not decide: nothing promoted or rejected; run it again later;
+``store verify`` and ``store releases`` also exit 5 when what they check fails).
 An error is one line on stderr (credentials redacted, control characters escaped); ``--debug``
 anywhere on the command line adds the traceback. ``MODEL_RELEASE_LOG_LEVEL`` sets the log level
 (default INFO); ``MODEL_RELEASE_DEBUG_LOGGERS=botocore,urllib3`` lets those libraries log at DEBUG.
@@ -113,7 +115,7 @@ def _tracking_uri(flag: str | None) -> str:
 
 def _report(argv: list[str]) -> int:
     parser = _Parser(prog="model-release report", description="Print a canary report's decision: the verdict "
-                     "and each gate as one line. Exit 0 when it passed, 3 when it was rejected.")
+                     "and each gate as one line. Exit 0 when it passed, 3 when it was rejected, 5 when it was inconclusive.")
     parser.add_argument("report", help="report.json (from a workspace's canary/ or a store's reports/)")
     parser.add_argument("--json", action="store_true", help="print the whole report.json instead")
     args = parser.parse_args(argv)
@@ -124,7 +126,7 @@ def _report(argv: list[str]) -> int:
         from .canary.report.decision import terminal
 
         print(terminal(data, colour=sys.stdout.isatty() and not os.environ.get("NO_COLOR")))
-    return 0 if report_passed(data) else 3
+    return report_exit_code(data)
 
 
 def read_report(raw: str) -> dict[str, Any]:
@@ -180,6 +182,16 @@ def _json_depth(text: str) -> int:
         elif ch in "]}":
             depth -= 1
     return deepest
+
+
+def report_exit_code(report: dict) -> int:
+    """0 when a canary report passed, 5 when it was inconclusive, 3 when it was rejected (the exit
+    codes of :class:`~.errors.CanaryInconclusive` and :class:`~.errors.CanaryRejected`)."""
+    from .canary.report.decision import verdict_of
+    from .errors import CanaryInconclusive, CanaryRejected
+
+    verdict = verdict_of(report)
+    return 0 if verdict == "passed" else CanaryInconclusive.exit_code if verdict == "inconclusive" else CanaryRejected.exit_code
 
 
 def report_passed(report: dict) -> bool:

@@ -164,7 +164,7 @@ def _read_release(ws: Path, release_id: str, version: str, what: str) -> dict[st
 
 def _print_release(r: dict[str, Any]) -> None:
     canary, report, p = r["canary"], r["report"], r["promoted"]
-    verdict = "PROMOTED" if p else "BLOCKED"
+    verdict = "PROMOTED" if p else "INCONCLUSIVE" if report.get("verdict") == "inconclusive" else "BLOCKED"
     print(f"  release {r['release_id']}: {MODEL_NAME} v{r['version']} ({r['what']}): {verdict}")
     champion = report.get("champion") or {}
     print(f"    judged against: {champion.get('name') or 'no champion'}"
@@ -176,6 +176,8 @@ def _print_release(r: dict[str, Any]) -> None:
     for gate in report.get("gates") or []:
         if gate.get("passed") is False:
             print(f"    gate {gate['name']} FAILED: {gate['message']} [{gate['setting']}]")
+        elif gate.get("outcome") == "inconclusive":
+            print(f"    gate {gate['name']} INCONCLUSIVE: {gate['message']} [{gate['setting']}]")
     if p:
         print(f"    -> {p['release_prefix']}; channel {p['channel']}: {p['previous_release'] or '(none)'} -> {r['release_id']}; "
               f"MLflow alias {p['mlflow_alias']} -> v{r['version']}; {p['objects']} objects")

@@ -15,12 +15,21 @@ an operator knows whether to fix the input or retry::
     │   │   ├── LintError          the assembled repository has errors Triton would reject
     │   │   └── CanaryRejected     the canary's outputs, timings or expectations failed
     │   └── AssembleError          the template and the spec or model disagree
-    └── InfraError                 a service failed; retry once it is back
-        ├── ServiceUnavailable     a server could not be reached or started
-        ├── StoreError             the model store refused or corrupted an operation
-        │   ├── ChecksumMismatch   an object in the store differs from the manifest
-        │   └── ConflictError      a channel pointer moved meanwhile (another promotion won)
-        └── GpuUnavailable         a stage that demands a GPU found none
+    ├── InfraError                 a service failed; retry once it is back
+    │   ├── ServiceUnavailable     a server could not be reached or started
+    │   ├── StoreError             the model store refused or corrupted an operation
+    │   │   ├── ChecksumMismatch   an object in the store differs from the manifest
+    │   │   └── ConflictError      a channel pointer moved meanwhile (another promotion won)
+    │   └── GpuUnavailable         a stage that demands a GPU found none
+    └── Inconclusive               the evidence could not decide: neither blocked nor passed; try later
+        ├── CanaryInconclusive     a canary gate's interval straddles its limit (and no gate failed)
+        └── WatchInconclusive      the roll-out's watch could not judge a wave in its budget (serve.watch)
+
+Exit codes (the CLI's): 1 any other error, 2 a user error, 3 a gate refused the release, 4 an
+outage, 5 inconclusive. An inconclusive outcome is neither the input's fault nor a service's: it
+is not retried at once (the same canary would measure the same noise) and never counted as a
+rejection; the version stays open in the channel's ledger, and a later run (the Airflow canary
+task reschedules itself, ``canary.inconclusive``) decides it.
 
 Third-party exceptions are converted at the boundary (``raise XError(...) from exc``). Every
 message is made safe where it is made (:func:`~model_release.safe_text.one_line`): credentials in
@@ -144,3 +153,28 @@ class ConflictError(StoreError):
 
 class GpuUnavailable(InfraError):
     kind = "gpu"
+
+
+class Inconclusive(ModelReleaseError):
+    """The evidence could not decide either way: nothing is promoted, nothing is rejected.
+
+    ``result`` is the stage's result when it produced one (the canary's report paths), saved like a
+    gate's refusal so later tasks read the report.
+    """
+
+    kind = "inconclusive"
+    exit_code = 5
+
+    def __init__(self, message: str, *, stage: str | None = None, result: object | None = None) -> None:
+        super().__init__(message, stage=stage)
+        self.result = result
+
+
+class CanaryInconclusive(Inconclusive):
+    """A canary gate could not decide (its interval straddles its limit) and none failed.
+
+    The message names each such gate and what would decide it (more window pairs or golden rows,
+    a quieter canary); the report says the same.
+    """
+
+    kind = "canary_inconclusive"

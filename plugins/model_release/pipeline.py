@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from .errors import ConflictError, GateError, ModelReleaseError, UserError
+from .errors import ConflictError, GateError, Inconclusive, ModelReleaseError, UserError
 from .safe_text import redact
 from .spec import ReleaseSpec
 from .stages import ASSEMBLE, CANARY, EXPORT, FOLDERS, INTAKE, PROMOTE, TENSORRT
@@ -83,13 +83,13 @@ def run_stage(ws: Workspace, stage: str, fn: Callable[..., R], *args: Any, **kwa
         result = fn(*args, **kwargs)
     except ModelReleaseError as exc:
         exc.stage = exc.stage or stage
-        if isinstance(exc, GateError) and exc.result is not None:
+        if isinstance(exc, GateError | Inconclusive) and exc.result is not None:
             ws.save_result(folder, exc.result)
         # beside the result: what stopped the stage, so a later task (the ledger) can tell a gate's
-        # refusal from an outage without re-deriving it
+        # refusal from an outage, and both from evidence that could not decide, without re-deriving it
         ws.save_error(folder, {"stage": stage, "kind": exc.kind, "class": type(exc).__name__,
                                "user": isinstance(exc, UserError), "gate": isinstance(exc, GateError),
-                               "message": exc.message})
+                               "inconclusive": isinstance(exc, Inconclusive), "message": exc.message})
         log.error("%s: %s", stage, exc.message)
         raise
     ws.save_result(folder, result)
@@ -188,7 +188,8 @@ def run_canary(
     keep_rejected: bool = True,
 ) -> CanaryResult:
     """The canary stage. A rejection's reports are kept in the store (``keep_rejected``, see
-    :func:`keep_rejected_reports`) before the rejection goes up."""
+    :func:`keep_rejected_reports`) before the rejection goes up; an inconclusive canary's are not
+    (:class:`~model_release.errors.CanaryInconclusive`: nothing was rejected, a later canary decides)."""
     from .canary import run_canary as canary
     from .canary.champion import find_champion
     from .canary.report.record import mlflow_recorder
@@ -357,7 +358,7 @@ def release(spec: ReleaseSpec, ws: Workspace, services: Services, *, promote: bo
             outcome.promoted = run_promote(spec, ws, services, export, assembled, outcome.canary)
     except ModelReleaseError as exc:
         outcome.error, outcome.error_kind, outcome.error_stage = str(exc), exc.kind, exc.stage
-        if isinstance(exc, GateError) and isinstance(exc.result, CanaryResult):
+        if isinstance(exc, GateError | Inconclusive) and isinstance(exc.result, CanaryResult):
             outcome.canary = exc.result
         raise
     finally:

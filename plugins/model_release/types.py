@@ -173,6 +173,9 @@ class CanaryResult(_Serialisable):
     champion_pinned: bool = False
     #: the repository to ship when the canary tuned its serving configuration (canary.tune); None: the assembled one
     repository_dir: str | None = None
+    #: ``passed``, ``rejected`` or ``inconclusive`` (not passed, not rejected: a later canary decides); empty in a
+    #: result written before the verdict was kept (``passed`` says all there was)
+    verdict: str = ""
 
     def headline(self) -> str:
         return self.summary

@@ -175,8 +175,11 @@ def make_release(
         "repository": {"shape": "classifier", "labels": LABELS},
         # a short load phase with ratios noise cannot trip: these tests are about the canary's logic, not about
         # stable figures (two identical iris models measured 1.27-1.42x apart on p99 on a busy 2-core machine);
-        # the latency gates have their own boundary tests in test_load_phase.py, which passes its own "load"
-        "canary": {"load": {"warmup_s": 0.2, "window_s": 0.3, "budget_s": 1.5, "max_p99_ratio": 5.0, "min_throughput_ratio": 0.2},
+        # the ratios are decided from intervals over the window pairs, so at least 3-4 pairs and loose limits
+        # (as tests/e2e/conftest.py NOT_ABOUT_LATENCY, whose reasons test_latency_gates.py checks); the latency
+        # gates have their own boundary tests there and in test_load_phase.py, which passes its own "load"
+        "canary": {"load": {"warmup_s": 0.2, "window_s": 0.3, "stable_windows": 4, "budget_s": 2.4, "max_p99_ratio": 20.0,
+                            "min_throughput_ratio": 0.05},
                    **(canary or {"batch_rows": 16, "concurrency": 2})},
     })
     rows = len(next(iter(golden.values())))

@@ -190,21 +190,7 @@ def _figures(p99: float, tput: float, errors: int = 0, stable_: bool = True) -> 
             "first_error": "ConnectionError: refused" if errors else None}
 
 
-@pytest.mark.parametrize(("ratio", "passes"), [(1.25, True), (1.2501, False)])
-def test_the_p99_ratio_to_the_champion_at_its_boundary(ratio, passes) -> None:
-    gates = gt.load_gates(_spec(), _figures(10 * ratio, 1000), _figures(10, 1000), "release r1", "",
-                          {"pairs": 4, "p99_ratio": ratio, "throughput_ratio": 1.0})
-    gate = next(g for g in gates if g.name == "load.p99_ratio")
-    assert gate.passed is passes
-    assert passes or ("is 1.25 x release r1's 10.000 ms, over canary.load.max_p99_ratio 1.25 (median of 4 alternating window pairs"
-                      in gate.message)
-
-
-@pytest.mark.parametrize(("ratio", "passes"), [(0.8, True), (0.7999, False)])
-def test_the_throughput_ratio_to_the_champion_at_its_boundary(ratio, passes) -> None:
-    gates = gt.load_gates(_spec(), _figures(10, 1000 * ratio), _figures(10, 1000), "r1", "",
-                          {"pairs": 3, "p99_ratio": 1.0, "throughput_ratio": ratio})
-    assert next(g for g in gates if g.name == "load.throughput_ratio").passed is passes
+# the ratios to the champion, decided from their intervals over the window pairs: tests/canary/test_latency_gates.py
 
 
 @pytest.mark.parametrize(("p99", "passes"), [(20.0, True), (20.001, False)])

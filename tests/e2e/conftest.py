@@ -16,11 +16,15 @@ SPEC = Path(__file__).resolve().parents[2] / "releases" / "iris.yaml"
 
 #: Canary settings for the end-to-end tests that are about something other than latency: the load
 #: phase still runs and is reported, briefly, with ratios that a busy 2-core machine's noise cannot
-#: trip (a 1.39x p99 between two identical models was seen there under iris.yaml's 1.25). The
-#: latency gates are tested at their boundaries in tests/canary/test_load_phase.py.
+#: trip (a 1.39x p99 between two identical models was seen there under iris.yaml's 1.25). The ratio
+#: gates decide from an interval over the window pairs, and a straddling interval is inconclusive,
+#: so the phase measures at least 4 pairs where windows take their 0.3 s (stable_windows 4; budget_s
+#: 2.4 leaves 3 pairs at 0.4 s a window) and the ratios are loose enough that pairs 1.4x apart, one
+#: of them 4x off, still pass (tests/canary/test_latency_gates.py checks exactly that). The latency
+#: gates are tested at their boundaries there and in tests/canary/test_load_phase.py.
 NOT_ABOUT_LATENCY: dict[str, Any] = {
-    "canary.tune.enabled": False, "canary.load.warmup_s": 0.2, "canary.load.window_s": 0.3, "canary.load.stable_windows": 2,
-    "canary.load.budget_s": 1.5, "canary.load.max_p99_ratio": 5.0, "canary.load.min_throughput_ratio": 0.2}
+    "canary.tune.enabled": False, "canary.load.warmup_s": 0.2, "canary.load.window_s": 0.3, "canary.load.stable_windows": 4,
+    "canary.load.budget_s": 2.4, "canary.load.max_p99_ratio": 20.0, "canary.load.min_throughput_ratio": 0.05}
 
 
 @pytest.fixture(scope="session")

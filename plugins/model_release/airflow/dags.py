@@ -121,12 +121,13 @@ def build_release_dag(dag: DAG, *, channel: str, scheduled: bool, retry_delay: t
 
         return tasks.assemble(ref)
 
-    # a gate's refusal fails at once (no retry); an outage, or a worker lost mid-canary, is retried
+    # a gate's refusal fails at once (no retry); an outage, or a worker lost mid-canary, is retried; an
+    # inconclusive canary reschedules itself (canary.inconclusive: bounded, its pool slot freed meanwhile)
     @task(task_id=CANARY, pool="triton_canary", pool_slots=1, **retries)
     def canary(ref: dict) -> dict:
         from model_release.airflow import tasks
 
-        return tasks.canary(ref)
+        return tasks.canary(ref, reschedules=int(get_current_context().get("task_reschedule_count") or 0))
 
     @task(task_id=PROMOTE, outlets=[asset], **retries)
     def promote(ref: dict) -> dict:

@@ -13,25 +13,28 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 import os
 from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
 from airflow.sdk.exceptions import AirflowFailException
 
-from ..errors import UserError
+from ..errors import Inconclusive, UserError
 from ..logs import quiet_wire_loggers
 from ..mlflow_env import check_tracking_uri
 from ..names import check_release_id
 from ..pipeline import ReleaseRef, Services, preflight
-from ..spec import load_spec
+from ..spec import InconclusiveSpec, load_spec
 from ..stages import CANARY, EXPORT, INTAKE, PROMOTE, REPOSITORY, TENSORRT
 from ..types import AssembleResult, CanaryResult, ExportResult, IntakeResult, TensorRTResult
 from ..workspace import Workspace
 from .hooks import MlflowHook, ModelStoreHook, TritonCanaryHook
 
 F = TypeVar("F", bound=Callable[..., Any])
+log = logging.getLogger(__name__)
 
 
 def no_retry_on_user_error(fn: F) -> F:
@@ -207,16 +210,50 @@ def assemble(data: dict[str, Any]) -> dict[str, Any]:
 
 
 @no_retry_on_user_error
-def canary(data: dict[str, Any]) -> dict[str, Any]:
+def canary(data: dict[str, Any], *, reschedules: int = 0) -> dict[str, Any]:
+    """Run the canary; an inconclusive one is tried again later (:func:`inconclusive_next`).
+
+    ``reschedules``: how often this task was rescheduled already (Airflow's ``task_reschedule_count``).
+    """
+    from ..errors import CanaryInconclusive
     from ..pipeline import run_canary
 
     ref = ReleaseRef.from_dict(data)
     ws = _workspace(ref)
-    result = run_canary(
-        ref.spec(), ws, _services(ref, store=True, triton=True), _required(ws, INTAKE, IntakeResult),
-        _required(ws, EXPORT, ExportResult), _required(ws, REPOSITORY, AssembleResult),
-    )
+    spec = ref.spec()
+    try:
+        result = run_canary(
+            spec, ws, _services(ref, store=True, triton=True), _required(ws, INTAKE, IntakeResult),
+            _required(ws, EXPORT, ExportResult), _required(ws, REPOSITORY, AssembleResult),
+        )
+    except CanaryInconclusive as exc:
+        raise inconclusive_next(exc, spec.canary.inconclusive, reschedules) from exc
     return ref.after(CANARY, {"passed": result.passed, "summary": result.summary, "report": result.report_json}).to_dict()
+
+
+def inconclusive_next(exc: Inconclusive, policy: InconclusiveSpec, reschedules: int, *,
+                      now: datetime | None = None) -> BaseException:
+    """What the canary task raises after an inconclusive canary: try again later, or end the run.
+
+    While fewer than ``policy.retries`` reschedules were spent: an ``AirflowRescheduleException``
+    ``policy.retry_delay_s`` from ``now`` (the task waits as up-for-reschedule, its pool slot
+    freed, no try spent). Then an ``AirflowFailException`` saying why and that the version stays
+    open (``finish`` settles the ledger ``inconclusive``, so the schedule tries it again). An
+    outage is not this: it goes up unchanged, and Airflow's own retries take it.
+    """
+    from airflow.sdk.exceptions import AirflowRescheduleException
+
+    if reschedules < policy.retries:
+        when = (now or datetime.now(timezone.utc)) + timedelta(seconds=policy.retry_delay_s)
+        log.warning("canary inconclusive (try %d of %d); trying again at %s: %s", reschedules + 1, policy.retries + 1,
+                    when.isoformat(timespec="seconds"), exc.message)
+        return AirflowRescheduleException(reschedule_date=when)
+    tries = f"{policy.retries + 1} tr{'y' if policy.retries == 0 else 'ies'}"
+    return AirflowFailException(
+        f"[{exc.kind}] {exc} The canary stayed inconclusive over {tries} (canary.inconclusive.retries "
+        f"{policy.retries}, {policy.retry_delay_s:g} s apart): nothing was promoted or rejected, and the model version "
+        "stays open in the channel's ledger for the next run. A quieter canary or a longer canary.load.budget_s "
+        "(more window pairs), or more golden rows, would decide it")
 
 
 @no_retry_on_user_error
@@ -277,7 +314,8 @@ def _run_record(ref: ReleaseRef) -> dict[str, Any]:
 
 
 def finish(data: dict[str, Any] | None, *, nothing_new: str | None = None) -> dict[str, Any]:
-    """Settle the run's claim in the channel's ledger: released, rejected (a gate or a user error) or failed.
+    """Settle the run's claim in the channel's ledger: released, rejected (a gate or a user error),
+    inconclusive (the canary could not decide, its retries spent: the version stays open) or failed.
 
     Runs after every other task, whatever they did (``trigger_rule="all_done"``); skips when the
     run claimed nothing (a scheduled run with nothing new, ``nothing_new`` the reason start gave). It

@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..errors import CanaryRejected, UserError
+from ..errors import CanaryInconclusive, CanaryRejected, UserError
 from ..provenance import trigger
 from ..spec import DEFAULT_MIN_GOLDEN_ROWS, ReleaseSpec
 from ..triton.delivery import RemoteCanary
@@ -69,6 +69,9 @@ def run_canary(
         CanaryRejected: a model failed to load, or a gate failed; the reports are written first, the
             message names each failed gate with the candidate's figure, the champion's and the limit,
             and the error carries the rejected result (``.result``).
+        CanaryInconclusive: no gate failed, but one could not decide (an interval that straddles its
+            limit); the reports are written first (verdict ``inconclusive``), the message names each
+            such gate and what would decide it, and the error carries the result (``.result``).
         ServiceUnavailable: the Triton, or the store holding the champion, could not be reached.
         GpuUnavailable: the repository holds a model the local CPU Triton cannot serve (a TensorRT plan).
     """
@@ -98,17 +101,26 @@ def run_canary(
             raise CanaryRejected(f"{exc.message} The report is at {result.report_json}.", result=result) from None
         raise exc.restated(f"{exc.message}. The report is at {result.report_json}.") from None
     _take(report, judgement, replays)
-    reasons = judgement.reasons
-    passed = not reasons
-    result = _close(report, folder, passed, reasons, t0, champion, record)
-    if not passed:
-        raise CanaryRejected(
-            f"the canary of {spec.name} ({ws.release_id}) was rejected: " + "; ".join(reasons)
-            + f". The report is at {result.report_json} ({result.report_html}).",
-            result=result,
-        )
-    return result
+    return _verdict(spec, ws.release_id, report, judgement, folder, t0, champion, record)
 
+
+def _verdict(spec: ReleaseSpec, release_id: str, report: CanaryReport, judgement: Judgement, folder: Path, t0: float,
+             champion: Champion, record: Recorder | None) -> CanaryResult:
+    """Close the report on the gates' verdict: a failed gate rejects (whatever else could not decide);
+    else an inconclusive gate makes the canary inconclusive; else it passed."""
+    reasons, undecided = judgement.reasons, judgement.undecided
+    inconclusive = bool(undecided) and not reasons
+    result = _close(report, folder, not reasons and not inconclusive, undecided if inconclusive else reasons, t0, champion,
+                    record, inconclusive=inconclusive)
+    where = f"The report is at {result.report_json} ({result.report_html})."
+    if inconclusive:
+        raise CanaryInconclusive(f"the canary of {spec.name} ({release_id}) is inconclusive: no gate failed, but "
+                                 + "; ".join(undecided) + ". Nothing is promoted and nothing rejected: a later canary "
+                                 f"decides it. {where}", result=result)
+    if reasons:
+        raise CanaryRejected(f"the canary of {spec.name} ({release_id}) was rejected: " + "; ".join(reasons) + f". {where}",
+                             result=result)
+    return result
 
 
 def _acknowledgements(spec: ReleaseSpec) -> list[dict[str, Any]]:
@@ -138,9 +150,9 @@ def _take(report: CanaryReport, judgement: Judgement, replays: Replays | None) -
 
 
 def _close(report: CanaryReport, folder: Path, passed: bool, reasons: list[str], t0: float, champion: Champion,
-           record: Recorder | None) -> CanaryResult:
+           record: Recorder | None, *, inconclusive: bool = False) -> CanaryResult:
     """Set the verdict, record it elsewhere, write report.json and report.html, and return the stage's result."""
-    report.close(passed, reasons, datetime.now(timezone.utc).isoformat(), time.perf_counter() - t0)
+    report.close(passed, reasons, datetime.now(timezone.utc).isoformat(), time.perf_counter() - t0, inconclusive=inconclusive)
     if record is not None:
         report.recorded = record(report)
     json_path, html_path = write_reports(folder, report)
@@ -150,4 +162,4 @@ def _close(report: CanaryReport, folder: Path, passed: bool, reasons: list[str],
     return CanaryResult(passed=passed, report_json=str(json_path), report_html=str(html_path), summary=report.summary(),
                         figures=report.figures(), server=report.server, champion_release=champion.release_id,
                         champion_kind=champion.kind, champion_pinned=champion.pinned,
-                        repository_dir=(report.tuning or {}).get("repository"))
+                        repository_dir=(report.tuning or {}).get("repository"), verdict=report.verdict or "rejected")

@@ -54,7 +54,7 @@ The package, by job:
 
 from __future__ import annotations
 
-from .canary import DEFAULT_QUALITY_GATES, CanarySpec, ChampionGates, LoadSpec, MetricGate, TuneSpec
+from .canary import DEFAULT_QUALITY_GATES, CanarySpec, ChampionGates, InconclusiveSpec, LoadSpec, MetricGate, TuneSpec
 from .paired import CalibrationGates, ClassGates
 from .loader import MAX_SPEC_BYTES, MAX_SPEC_DEPTH, MAX_SPEC_NODES, parse_yaml, read_bounded_text
 from .release import MAX_LISTED_ERRORS, ReleaseSpec, load_spec, parse_spec
@@ -68,7 +68,7 @@ from .strict import Tolerance, Tolerances
 
 __all__ = [
     "CalibrationGates", "CanarySpec", "ClassGates", "CascadeSpec", "ChampionGates", "DEFAULT_MIN_GOLDEN_ROWS", "DEFAULT_QUALITY_GATES", "DynamicBatching",
-    "ExportSpec", "FanoutSpec", "GoldenSpec", "LoadSpec", "MAX_LISTED_ERRORS", "MAX_MODEL_VERSION", "MAX_SPEC_BYTES",
+    "ExportSpec", "FanoutSpec", "GoldenSpec", "InconclusiveSpec", "LoadSpec", "MAX_LISTED_ERRORS", "MAX_MODEL_VERSION", "MAX_SPEC_BYTES",
     "MAX_SPEC_DEPTH", "MAX_SPEC_NODES", "MetricGate", "ModelRef", "ProbeSpec", "PromoteSpec", "RELEASE", "ReleaseSpec",
     "RepositorySpec", "ServeSpec", "ShapeRange", "TensorRTSpec", "Tolerance", "Tolerances", "TuneSpec", "WarmupSpec", "WatchLimit",
     "WatchSpec", "check_schedule",

@@ -128,6 +128,21 @@ class TuneSpec(_Strict):
         return v
 
 
+class InconclusiveSpec(_Strict):
+    """``canary.inconclusive``: what an Airflow run does when the canary cannot decide.
+
+    A canary whose gates did not fail but could not all decide (an interval over the window pairs
+    that straddles its limit) is *inconclusive*: nothing is promoted or rejected. The canary task
+    then tries again later, up to ``retries`` times, ``retry_delay_s`` apart (Airflow's reschedule:
+    the canary's pool slot is freed meanwhile, and no try of the task is spent), so that a quieter
+    canary may decide. After the last, the run fails inconclusive and the model version stays open
+    in the channel's ledger for the schedule's next run. The CLI does not retry: it exits 5.
+    """
+
+    retries: int = Field(2, ge=0, le=20)
+    retry_delay_s: float = Field(600.0, ge=0, le=86_400)
+
+
 class CanarySpec(_Strict):
     """``canary``: how the candidate is served and judged.
 
@@ -140,7 +155,8 @@ class CanarySpec(_Strict):
     ``confidence``: of every bound the paired gates on ground truth decide on (in (0.5, 1)); a
     gate blocks only when the rows show the candidate worse than allowed with this confidence.
     ``classes``: per-class gates (:class:`~.paired.ClassGates`); ``calibration``: calibration gates
-    (:class:`~.paired.CalibrationGates`, off by default).
+    (:class:`~.paired.CalibrationGates`, off by default). ``inconclusive``: what a run does when the
+    canary cannot decide (:class:`InconclusiveSpec`).
     """
 
     tolerances: Tolerances = Tolerances()
@@ -157,6 +173,8 @@ class CanarySpec(_Strict):
     confidence: float = DEFAULT_CONFIDENCE
     classes: ClassGates = ClassGates()
     calibration: CalibrationGates = CalibrationGates()
+    # what a run does when the canary cannot decide (see InconclusiveSpec)
+    inconclusive: InconclusiveSpec = InconclusiveSpec()
 
     @field_validator("confidence")
     @classmethod

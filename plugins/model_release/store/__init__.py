@@ -16,7 +16,7 @@ the same layout and the same guarantees::
     history/<channel>/<seq:010d>.json         one entry per pointer move, written create-only
                                               (action promote, rollback or repair)
     ledger/<channel>/<model>/<version>.json   the channel's ledger: each model version claimed,
-                                              released, rejected or failed (see ``ledger.py``)
+                                              released, rejected, failed or inconclusive (``ledger.py``)
     workspaces/<release_id>/<stage>/...       a distributed run's release workspaces, when the
                                               workspace mirror is opened on ``<store>/workspaces``
                                               (``workspace_mirror.py``)

@@ -16,6 +16,10 @@ One small JSON object per (channel, model, version) in the model store, beside t
 - ``rejected``: a gate refused it (parity, lint, canary) or it is unusable as it is (a user error):
   the schedule does not try it again unless asked to (``force``).
 - ``failed``: an outage stopped the run; the schedule may try again.
+- ``inconclusive``: the canary could not decide (a gate's interval straddled its limit, none
+  failed), its bounded retries included: the version stays open, and the schedule tries it again
+  as it would a new one (:func:`is_new`). A version already ``rejected`` (in production or by a
+  gate) is never reopened this way: :func:`settle` only settles this release's own claim.
 
 A version the roll-out's watch rolled back is ``rejected`` with a reason starting
 :data:`IN_PRODUCTION` (:func:`reject_in_production`): it passed the canary, so the run's own
@@ -42,7 +46,11 @@ from .keys import MANIFEST, ledger_key, release_prefix
 from .pointer import read_channel
 
 CLAIMED, RELEASED, REJECTED, FAILED = "claimed", "released", "rejected", "failed"
-STATES = (CLAIMED, RELEASED, REJECTED, FAILED)
+#: the canary could not decide: the version stays open (the schedule picks it up again)
+INCONCLUSIVE = "inconclusive"
+STATES = (CLAIMED, RELEASED, REJECTED, FAILED, INCONCLUSIVE)
+#: the states a run may end its claim in
+FINAL_STATES = (RELEASED, REJECTED, FAILED, INCONCLUSIVE)
 #: the reason's start of a version rejected after it was released (the watch rolled it back)
 IN_PRODUCTION = "rejected in production: "
 
@@ -141,10 +149,10 @@ def claim(
 
 def settle(store: Any, channel: str, model: str, version: str | int, *, release_id: str, run: dict[str, Any],
            state: str, reason: str = "") -> dict[str, Any] | None:
-    """Record how this run's claim ended (``released``, ``rejected`` or ``failed``); None when the
-    entry is no longer this release's (then nothing is written)."""
-    if state not in (RELEASED, REJECTED, FAILED):
-        raise ValueError(f"state {state!r} is not a final ledger state; valid: {RELEASED}, {REJECTED}, {FAILED}")
+    """Record how this run's claim ended (``released``, ``rejected``, ``failed`` or ``inconclusive``);
+    None when the entry is no longer this release's (then nothing is written)."""
+    if state not in FINAL_STATES:
+        raise ValueError(f"state {state!r} is not a final ledger state; valid: {', '.join(FINAL_STATES)}")
     key = entry_key(channel, model, version)
     for _ in range(5):
         found = store.read_json(key)
@@ -226,7 +234,8 @@ def is_new(store: Any, channel: str, model: str, version: str) -> tuple[bool, st
     """Whether the channel has neither released nor rejected ``model`` v``version``, and why not.
 
     Reads the ledger entry and the channel's pointer (a version released by hand, outside the
-    DAGs, has no ledger entry but may be what the channel serves).
+    DAGs, has no ledger entry but may be what the channel serves). A version a run left ``failed``
+    or ``inconclusive`` is open: it counts as new, and the reason says so.
     """
     found = read_entry(store, channel, model, version)
     if found is not None and found[0].get("state") in (RELEASED, REJECTED):
@@ -237,20 +246,28 @@ def is_new(store: Any, channel: str, model: str, version: str) -> tuple[bool, st
     release_id, serving_model, serving = serving_version(store, channel)
     if serving_model == model and serving == version:
         return False, f"channel {channel!r} already serves {model} v{version} (release {release_id})"
+    if found is not None and found[0].get("state") == INCONCLUSIVE:
+        return True, (f"{model} v{version} is still open in channel {channel!r}: the canary of release "
+                      f"{found[0].get('release_id')} was inconclusive; trying it again")
     return True, f"{model} v{version} is new to channel {channel!r}"
 
 
 def verdict_of(errors: dict[str, dict[str, Any]], promoted: bool, *, promote_asked: bool = True) -> tuple[str | None, str]:
     """The ledger state a finished run leads to, from the stages' recorded errors.
 
-    Returns ``(released|rejected|failed, reason)``; ``(None, ...)`` when the run went through without
-    being asked to promote (its claim is dropped).
+    Returns ``(released|rejected|inconclusive|failed, reason)``; ``(None, ...)`` when the run went
+    through without being asked to promote (its claim is dropped). A user error (a gate's refusal
+    among them) rejects; else evidence that could not decide leaves the version open (inconclusive);
+    else an outage failed the run.
     """
     if promoted:
         return RELEASED, ""
     for stage, error in errors.items():
         if error.get("user"):
             return REJECTED, f"{stage}: [{error.get('kind')}] {str(error.get('message', ''))[:400]}"
+    for stage, error in errors.items():
+        if error.get("inconclusive"):
+            return INCONCLUSIVE, f"{stage}: [{error.get('kind')}] {str(error.get('message', ''))[:400]}"
     if errors:
         stage, error = next(iter(errors.items()))
         return FAILED, f"{stage}: [{error.get('kind')}] {str(error.get('message', ''))[:400]}"

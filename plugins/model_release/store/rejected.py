@@ -37,9 +37,18 @@ def figures_of(report: dict[str, Any]) -> dict[str, Any]:
     return {
         "quality": {k: quality.get(k) for k in ("task", "candidate", "champion")},
         "timing": {k: timing.get(k) for k in ("p50_ms", "p95_ms", "p99_ms", "throughput_rows_per_s", "requests")},
-        "gates": {g["name"]: ("skipped" if g.get("passed") is None else "passed" if g.get("passed") else "failed")
-                  for g in report.get("gates") or [] if isinstance(g, dict) and "name" in g},
+        "gates": {g["name"]: _gate_status(g) for g in report.get("gates") or [] if isinstance(g, dict) and "name" in g},
     }
+
+
+def _gate_status(gate: dict[str, Any]) -> str:
+    """passed, failed, skipped or inconclusive, as the canary's report rows say (``outcome``; the store
+    reads reports without importing the canary: the same rule as ``canary.judge.outcome.gate_status``)."""
+    if gate.get("outcome") in ("passed", "failed", "skipped", "inconclusive"):
+        return str(gate["outcome"])
+    if gate.get("passed") is None:
+        return "skipped" if gate.get("skipped") else "inconclusive"
+    return "passed" if gate.get("passed") else "failed"
 
 
 @dataclass

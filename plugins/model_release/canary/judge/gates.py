@@ -2,7 +2,10 @@
 
 A :class:`Gate` names what it checked, the candidate's figure, the champion's figure, the limit
 and the spec setting that sets it; a failed gate's sentence is a reason the release is blocked.
-A gate that could not be checked (no ground truth, no champion) is *skipped* and says why.
+A gate that could not be checked (no ground truth, no champion) is *skipped* and says why. A gate
+that was checked but whose evidence cannot decide (an interval that straddles its limit) is
+*inconclusive* (``passed`` None, not skipped) and says what would decide it; with no gate failed,
+one inconclusive gate makes the canary inconclusive (:class:`~model_release.errors.CanaryInconclusive`).
 
 - ``contract``: the candidate's entry model against the champion's (:mod:`.contract`); a break
   passes only when ``promote.breaking_change`` acknowledges it.
@@ -15,8 +18,10 @@ A gate that could not be checked (no ground truth, no champion) is *skipped* and
   how alike candidate and champion answer the same rows, no ground truth needed.
 - ``parity.<output>``: each served output against the native model's answers (tolerances, or
   label agreement).
-- ``load.*``: errors, the absolute SLO and the ratios to the champion under load; without a load
-  phase the SLO is judged on the correctness replay (``replay.slo_p99``).
+- ``load.*``: errors, the absolute SLO and the ratios to the champion under load, each ratio decided
+  from its interval over the alternating window pairs (:mod:`.latency_ratio`: beyond the limit
+  blocks, within passes, straddling it is inconclusive); without a load phase the SLO is judged on
+  the correctness replay (``replay.slo_p99``).
 - ``expectations``: the great-expectations suite over the served outputs.
 """
 
@@ -30,11 +35,15 @@ from typing import Any
 from ...metrics import METRICS
 from ...parity import OutputParity, ParityReport
 from ...spec import MetricGate, ReleaseSpec
+from .latency_ratio import ratio_gate
+from .outcome import INCONCLUSIVE, Finding, finite, gate_status
 
 
 @dataclass
 class Gate:
-    """One check of the verdict."""
+    """One check of the verdict: ``passed`` True, False, or None (skipped when ``skipped`` says why,
+    else inconclusive). ``data``: the figures a statistical gate was decided on (its interval, the
+    window pairs, how many more would decide it), kept in report.json."""
 
     name: str
     passed: bool | None
@@ -44,17 +53,33 @@ class Gate:
     limit: str | None = None
     message: str = ""
     skipped: str | None = None
+    data: dict[str, Any] | None = None
 
     @property
     def failed(self) -> bool:
         return self.passed is False
 
     @property
+    def inconclusive(self) -> bool:
+        """Checked, and the evidence could not decide (not skipped)."""
+        return self.passed is None and self.skipped is None
+
+    @property
+    def outcome(self) -> str:
+        """``passed``, ``failed``, ``skipped`` or ``inconclusive`` (:func:`~.outcome.gate_status`)."""
+        return gate_status({"passed": self.passed, "skipped": self.skipped})
+
+    @property
     def reason(self) -> str:
         return f"{self.message} [{self.setting}]"
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = {**asdict(self), "outcome": self.outcome}
+        if self.data is None:
+            del out["data"]
+        else:
+            out["data"] = finite(self.data)
+        return out
 
 
 def skipped(name: str, setting: str, why: str) -> Gate:
@@ -231,12 +256,15 @@ def load_gates(spec: ReleaseSpec, candidate: dict[str, Any], champion: dict[str,
                why_not: str, paired: dict[str, Any] | None = None) -> list[Gate]:
     """Errors, the absolute SLO and the ratios to the champion, from the load phase's figures.
 
-    The ratios are the medians over alternating window pairs (``paired``, see
-    :func:`~..measure.load.paired_ratios`); the figures named beside them are each side's over its settled windows.
+    Each ratio is decided from its interval over the alternating window pairs (``paired``'s
+    ``p99_ratios`` and ``throughput_ratios``, see :func:`~..measure.load.paired_ratios`, and
+    :func:`.latency_ratio.ratio_gate`): beyond its limit blocks, within it passes, straddling it is
+    inconclusive and says what would decide it. The figures named beside them are each side's over
+    its settled windows.
     """
     load = spec.canary.load
     gates = [_errors_gate(candidate)]
-    p99, tput = candidate["p99_ms"], candidate["throughput_rows_per_s"]
+    p99 = candidate["p99_ms"]
     settled = "" if candidate["stable"] else (f" (not settled: the last {load.stable_windows} windows did not agree "
                                                f"within {load.stability:.0%} before canary.load.budget_s {load.budget_s:g} s ran out)")
     slo = spec.canary.p99_ms
@@ -252,24 +280,35 @@ def load_gates(spec: ReleaseSpec, candidate: dict[str, Any], champion: dict[str,
         gates.append(skipped("load.throughput_ratio", "canary.load.min_throughput_ratio", why_not))
         return gates
     paired = paired or {}
-    ratio = paired.get("p99_ratio", p99 / champion["p99_ms"] if champion["p99_ms"] > 0 else float("inf"))
-    pairs = f"median of {paired['pairs']} alternating window pairs, " if paired.get("pairs") else ""
-    gates.append(Gate(
-        "load.p99_ratio", ratio <= load.max_p99_ratio, "canary.load.max_p99_ratio", candidate=p99, champion=champion["p99_ms"],
-        limit=f"<= {load.max_p99_ratio:g} x the champion's",
-        message=(f"p99 latency under load {p99:.3f} ms is {ratio:.2f} x {champion_name}'s {champion['p99_ms']:.3f} ms, "
-                 f"over canary.load.max_p99_ratio {load.max_p99_ratio:g} ({pairs}same server, concurrency "
-                 f"{load.concurrency} x {load.batch_rows} rows){settled}") if ratio > load.max_p99_ratio
-        else f"p99 {p99:.3f} ms, {ratio:.2f} x the champion's {champion['p99_ms']:.3f} ms"))
-    share = paired.get("throughput_ratio", tput / champion["throughput_rows_per_s"] if champion["throughput_rows_per_s"] > 0 else 0.0)
-    gates.append(Gate(
-        "load.throughput_ratio", share >= load.min_throughput_ratio, "canary.load.min_throughput_ratio", candidate=tput,
-        champion=champion["throughput_rows_per_s"], limit=f">= {load.min_throughput_ratio:g} x the champion's",
-        message=(f"throughput under load {tput:.0f} rows/s is {share:.2f} x {champion_name}'s "
-                 f"{champion['throughput_rows_per_s']:.0f} rows/s, under canary.load.min_throughput_ratio "
-                 f"{load.min_throughput_ratio:g} ({pairs.rstrip(', ') or 'merged windows'}){settled}") if share < load.min_throughput_ratio
-        else f"throughput {tput:.0f} rows/s, {share:.2f} x the champion's"))
+    how = f"same server, concurrency {load.concurrency} x {load.batch_rows} rows{settled}"
+    p99s = ratio_gate("load.p99_ratio", _ratios(paired, "p99"), load.max_p99_ratio, setting="canary.load.max_p99_ratio",
+                      what="p99 latency under load")
+    gates.append(_ratio_gate(p99s, candidate["p99_ms"], champion["p99_ms"], "ms", ".3f", champion_name, how))
+    tputs = ratio_gate("load.throughput_ratio", _ratios(paired, "throughput"), load.min_throughput_ratio, higher_is_worse=False,
+                       setting="canary.load.min_throughput_ratio", what="throughput under load")
+    gates.append(_ratio_gate(tputs, candidate["throughput_rows_per_s"], champion["throughput_rows_per_s"], "rows/s", ".0f",
+                             champion_name, how))
     return gates
+
+
+def _ratios(paired: dict[str, Any], figure: str) -> list[float]:
+    """The window pairs' ``figure`` ratios (``p99``, ``throughput``); a report without them gives its one ratio."""
+    ratios = paired.get(f"{figure}_ratios")
+    if isinstance(ratios, list):
+        return [float(r) for r in ratios]
+    one = paired.get(f"{figure}_ratio")
+    return [float(one)] if isinstance(one, int | float) and math.isfinite(one) else []
+
+
+def _ratio_gate(finding: Finding, mine: float, theirs: float, unit: str, form: str, champion_name: str, how: str) -> Gate:
+    """A ratio's finding as the Gate, its figures each side's own (``mine``, ``theirs`` in ``unit``)."""
+    figures = f"{mine:{form}} {unit} against {champion_name}'s {theirs:{form}} {unit}"
+    if finding.passed:
+        message = f"{finding.message}; {figures}"
+    else:
+        message = f"{'inconclusive: ' if finding.outcome == INCONCLUSIVE else ''}{finding.message}; {figures} ({how})"
+    return Gate(finding.name, finding.passed, finding.setting, candidate=mine, champion=theirs, limit=finding.limit,
+                message=message, data=finding.data)
 
 
 def _errors_gate(candidate: dict[str, Any]) -> Gate:

@@ -62,6 +62,11 @@ class Judgement:
         """One sentence per failed gate, naming its spec setting."""
         return [g.reason for g in self.gates if g.failed]
 
+    @property
+    def undecided(self) -> list[str]:
+        """One sentence per inconclusive gate (checked, not decided), each saying what would decide it."""
+        return [g.reason for g in self.gates if g.inconclusive]
+
     def sections(self) -> dict[str, Any]:
         """The report's sections this judgement fills (the gates as report.json rows)."""
         out = {k: getattr(self, k) for k in ("parity", "not_compared", "timing", "champion_timing", "expectations",

@@ -15,11 +15,17 @@ figure for a relative limit; a latency ratio is its own figure). The rows give a
 
 A :class:`Finding` is one such decision with its sentence and figures; the canary's Gate carries it
 into the report (``passed`` is True, False, or None with ``outcome`` inconclusive).
+
+Every gate row of ``report.json`` reads as one of four statuses (:func:`gate_status`): ``passed``,
+``failed``, ``skipped`` (it could not be checked: no champion, no ground truth) or ``inconclusive``
+(it was checked and could not decide). The canary blocks on any failed gate; with none failed and
+one inconclusive, the release ends inconclusive: neither promoted nor rejected.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -30,6 +36,10 @@ PASS, BLOCK, INCONCLUSIVE = "pass", "block", "inconclusive"
 #: every outcome a statistical gate may end in
 OUTCOMES = (PASS, BLOCK, INCONCLUSIVE)
 
+#: a canary gate's status, as report.json's gate rows (``outcome``) and every reader of them say it
+PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
+#: every status a gate row may have (the fourth, ``inconclusive``, is :data:`INCONCLUSIVE`)
+GATE_STATUSES = (FAILED, INCONCLUSIVE, PASSED, SKIPPED)
 
 
 @dataclass(frozen=True)
@@ -113,6 +123,21 @@ class Finding:
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "passed": self.passed, "data": finite(self.data)}
+
+
+def gate_status(row: Mapping[str, Any]) -> str:
+    """A gate row's status: its ``outcome`` when it names one, else read from ``passed`` and ``skipped``.
+
+    ``passed`` None is *skipped* when the row says why it was skipped, else *inconclusive* (a row of a
+    report written before ``outcome`` was, or of a paired gate that could not decide).
+    """
+    outcome = row.get("outcome")
+    if outcome in GATE_STATUSES:
+        return str(outcome)
+    passed = row.get("passed")
+    if passed is None:
+        return SKIPPED if row.get("skipped") else INCONCLUSIVE
+    return PASSED if passed else FAILED
 
 
 def finite(value: Any) -> Any:

@@ -300,13 +300,15 @@ class Measurement:
 
 
 def measure(runner: LoadRunner, targets: list[str], *, warmup_s: float, window_s: float, stable_windows: int,
-            stability: float, budget_s: float, progress: Callable[[str], None] | None = None) -> dict[str, Measurement]:
+            stability: float, budget_s: float, progress: Callable[[str], None] | None = None,
+            decided: Callable[[dict[str, Measurement]], bool] | None = None) -> dict[str, Measurement]:
     """Warm every target up, then measure them in alternating windows (A B A B ...).
 
     Every target gets a window in each round (so window ``i`` of each ran back to back), until
-    every target's last ``stable_windows`` windows are stable or ``budget_s`` (the measuring time,
-    warm-up excluded) is spent; each :class:`Measurement` says which. A target whose window had
-    errors stops being measured further (its errors fail the gate).
+    every target's last ``stable_windows`` windows are stable (and ``decided`` says the windows so
+    far decide what they are measured for, when given) or ``budget_s`` (the measuring time, warm-up
+    excluded) is spent; each :class:`Measurement` says which. A target whose window had errors
+    stops being measured further (its errors fail the gate).
     """
     results = {t: Measurement(t) for t in targets}
     for target in targets:
@@ -316,7 +318,7 @@ def measure(runner: LoadRunner, targets: list[str], *, warmup_s: float, window_s
     spent = 0.0
     while spent < budget_s:
         healthy = [t for t in targets if not any(w.errors for w in results[t].windows)]
-        if not healthy or all(results[t].stable for t in healthy):
+        if not healthy or (all(results[t].stable for t in healthy) and (decided is None or decided(results))):
             break
         pending = healthy
         for target in pending:

@@ -17,8 +17,10 @@ from typing import Any
 
 from ...metrics import METRICS
 from ...safe_text import escape_controls, redact
+from ..judge.outcome import FAILED, INCONCLUSIVE, PASSED, SKIPPED, gate_status
 
-FAILED, PASSED, SKIPPED = "failed", "passed", "skipped"
+__all__ = ["FAILED", "INCONCLUSIVE", "PASSED", "SKIPPED", "Change", "Decision", "Line", "decision", "number",
+           "passed_of", "terminal", "verdict_of"]
 
 
 @dataclass
@@ -47,6 +49,8 @@ class Change:
 
 @dataclass
 class Decision:
+    """The verdict (``passed``, ``rejected`` or ``inconclusive``) and its lines; ``passed`` only when it passed."""
+
     passed: bool
     verdict: str
     lines: list[Line] = field(default_factory=list)
@@ -58,7 +62,11 @@ class Decision:
 
     @property
     def counts(self) -> dict[str, int]:
-        return {s: sum(1 for line in self.lines if line.status == s) for s in (FAILED, PASSED, SKIPPED)}
+        return {s: sum(1 for line in self.lines if line.status == s) for s in (FAILED, INCONCLUSIVE, PASSED, SKIPPED)}
+
+    @property
+    def inconclusive(self) -> bool:
+        return self.verdict == INCONCLUSIVE
 
 
 def _map(value: Any) -> dict[str, Any]:
@@ -76,6 +84,14 @@ def passed_of(report: dict[str, Any]) -> bool:
     if isinstance(report.get("passed"), bool):
         return report["passed"]
     return report.get("verdict") == "passed"
+
+
+def verdict_of(report: dict[str, Any]) -> str:
+    """``passed``, ``rejected`` or ``inconclusive``: what a canary report concluded (a report that did
+    not pass and does not say inconclusive was rejected)."""
+    if passed_of(report):
+        return "passed"
+    return INCONCLUSIVE if report.get("verdict") == INCONCLUSIVE else "rejected"
 
 
 def number(value: Any, unit: str = "", *, percent: bool = False) -> str:
@@ -114,7 +130,7 @@ _PERCENT_SETTINGS = ("canary.min_label_agreement", "canary.champion.max_negative
 
 def _gate_line(gate: dict[str, Any]) -> Line:
     name = str(gate.get("name", "?"))
-    status = SKIPPED if gate.get("passed") is None else PASSED if gate.get("passed") else FAILED
+    status = gate_status(gate)
     unit = _UNITS.get(name, "")
     setting = str(gate.get("setting") or "")
     percent = name == "champion.agreement" or setting in _PERCENT_SETTINGS
@@ -134,7 +150,7 @@ def _gate_line(gate: dict[str, Any]) -> Line:
     )
 
 
-_ORDER = {FAILED: 0, PASSED: 1, SKIPPED: 2}
+_ORDER = {FAILED: 0, INCONCLUSIVE: 1, PASSED: 2, SKIPPED: 3}
 
 
 def _delta(title: str, mine: Any, theirs: Any, *, greater_is_better: bool | None, unit: str = "",
@@ -196,7 +212,7 @@ def decision(report: dict[str, Any]) -> Decision:
     else:
         judged = f"{champion.get('name') or champion.get('release_id')} ({champion.get('kind')})"
     return Decision(
-        passed=passed, verdict="passed" if passed else "rejected", lines=lines,
+        passed=passed, verdict=verdict_of(report), lines=lines,
         acknowledgements=_maps(report.get("acknowledgements")), changes=_changes(report),
         reasons=[str(r) for r in report.get("reasons") or []] if isinstance(report.get("reasons"), list) else [],
         champion=judged, model=_model_line(_map(report.get("model"))),
@@ -205,8 +221,9 @@ def decision(report: dict[str, Any]) -> Decision:
 
 # --- the terminal -------------------------------------------------------------------------------------
 
-_ANSI = {FAILED: "\033[31m", PASSED: "\033[32m", SKIPPED: "\033[90m", "bold": "\033[1m", "reset": "\033[0m"}
-_SYMBOL = {FAILED: "✗", PASSED: "✓", SKIPPED: "-"}
+_ANSI = {FAILED: "\033[31m", INCONCLUSIVE: "\033[33m", PASSED: "\033[32m", SKIPPED: "\033[90m", "bold": "\033[1m",
+         "reset": "\033[0m"}
+_SYMBOL = {FAILED: "✗", INCONCLUSIVE: "?", PASSED: "✓", SKIPPED: "-"}
 _WIDTHS = {"name": 24, "candidate": 18, "limit": 44, "champion": 16}
 
 
@@ -252,8 +269,11 @@ def terminal(report: dict[str, Any], *, colour: bool = False, width: int = 120) 
         return f"{_ANSI[key]}{text}{_ANSI['reset']}" if colour else text
 
     counts = d.counts
-    verdict = paint("PASSED", PASSED) if d.passed else paint("REJECTED", FAILED)
+    verdict = (paint("PASSED", PASSED) if d.passed else paint("INCONCLUSIVE", INCONCLUSIVE) if d.inconclusive
+               else paint("REJECTED", FAILED))
     summary = (f"may ship: every gate passed ({counts[PASSED]} passed, {counts[SKIPPED]} skipped)" if d.passed
+               else f"not decided: {counts[INCONCLUSIVE]} gate(s) inconclusive, none failed; nothing promoted or "
+                    "rejected, a later canary decides" if d.inconclusive
                else f"blocked: {counts[FAILED]} gate(s) failed" if counts[FAILED] else "blocked: the canary stopped early")
     out = [f"{paint(verdict, 'bold')}  {report.get('release', '')} ({report.get('release_id', '')}): {summary}",
            f"model {d.model} · judged against {d.champion}", ""]
@@ -277,7 +297,7 @@ def terminal(report: dict[str, Any], *, colour: bool = False, width: int = 120) 
     for ack in d.acknowledgements:
         out.append(f"acknowledged: {ack.get('setting')}: {ack.get('text')!r}")
     if d.reasons and not d.passed:
-        out += ["", paint("why it was rejected:", "bold")]
+        out += ["", paint("what would decide it:" if d.inconclusive else "why it was rejected:", "bold")]
         for reason in d.reasons:
             out += textwrap.wrap(reason, width=width, initial_indent="  - ", subsequent_indent="    ")
     return "\n".join(out)

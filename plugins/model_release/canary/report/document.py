@@ -16,6 +16,7 @@ from typing import Any
 
 from ...webpage import finite
 from ...workspace import atomic_write_bytes, atomic_write_json
+from ..judge.outcome import INCONCLUSIVE, gate_status
 
 FORMAT_VERSION = 1
 
@@ -26,6 +27,10 @@ class CanaryReport:
 
     A section the canary did not reach stays None and is left out of the JSON (the HTML says
     "not measured" there). ``verdict``, ``reasons`` and the times are set by :meth:`close`.
+
+    ``verdict`` is ``passed``, ``rejected`` (a gate failed, or the canary stopped) or
+    ``inconclusive`` (no gate failed and one could not decide: ``passed`` is False, so nothing that
+    reads only the flag ships it; ``reasons`` then say what would decide each).
     """
 
     release_id: str
@@ -74,8 +79,11 @@ class CanaryReport:
     def closed(self) -> bool:
         return self.verdict is not None
 
-    def close(self, passed: bool, reasons: list[str], finished_at: str, duration_s: float) -> None:
-        self.passed, self.verdict, self.reasons = passed, "passed" if passed else "rejected", list(reasons)
+    def close(self, passed: bool, reasons: list[str], finished_at: str, duration_s: float, *,
+              inconclusive: bool = False) -> None:
+        """Set the verdict: passed, rejected, or (``inconclusive``, not passed) inconclusive."""
+        verdict = INCONCLUSIVE if inconclusive and not passed else "passed" if passed else "rejected"
+        self.passed, self.verdict, self.reasons = passed, verdict, list(reasons)
         self.finished_at, self.duration_s = finished_at, round(duration_s, 3)
 
     def to_dict(self) -> dict[str, Any]:
@@ -92,8 +100,7 @@ class CanaryReport:
             "golden_rows": self.golden.get("rows"),
             "quality": {k: (self.quality or {}).get(k) for k in ("task", "candidate", "champion")},
             "champion": (self.champion or {}).get("release_id") or (self.champion or {}).get("name"),
-            "gates": {g["name"]: ("skipped" if g["passed"] is None else "passed" if g["passed"] else "failed")
-                      for g in self.gates or []},
+            "gates": {g["name"]: gate_status(g) for g in self.gates or []},
             "load_champion": {k: ((self.load_phase or {}).get("champion") or {}).get(k) for k in ("p99_ms", "throughput_rows_per_s")},
             "tuning": {k: (self.tuning or {}).get(k) for k in ("chosen_label", "chosen", "kept_default", "confirm", "trials")}
             if self.tuning and "trials" in self.tuning else None,
@@ -101,6 +108,8 @@ class CanaryReport:
 
     def summary(self) -> str:
         """One line: the verdict and the figures that matter."""
+        if self.verdict == INCONCLUSIVE:
+            return "canary inconclusive: " + "; ".join(self.reasons)
         if not self.passed:
             return "canary rejected: " + "; ".join(self.reasons)
         timing = (self.load_phase or {}).get("candidate") or self.timing or {}

@@ -19,7 +19,7 @@ from typing import Any
 
 from ...webpage import esc, finite, page
 from . import paired_page, plots
-from .decision import FAILED, PASSED, SKIPPED, Decision, decision, number
+from .decision import FAILED, INCONCLUSIVE, PASSED, SKIPPED, Decision, decision, number
 from .plotdata import with_paired_plots
 
 NOT_REACHED = "not measured: the canary stopped before this (see why above)"
@@ -27,6 +27,7 @@ NOT_REACHED = "not measured: the canary stopped before this (see why above)"
 _CSS = """
 header.decision{border:2px solid #d0d7de;border-radius:.5rem;padding:.7rem 1rem .8rem;margin-top:.6rem}
 header.decision.passed{border-color:#1a7f37} header.decision.rejected{border-color:#cf222e}
+header.decision.inconclusive{border-color:#9a6700} .badge.open{background:#9a6700;color:#fff}
 .verdict{font-size:1.05rem;margin:.1rem 0 .4rem}
 .changes{display:flex;flex-wrap:wrap;gap:.5rem;margin:.4rem 0 .6rem}
 .change{border:1px solid #d0d7de;border-radius:.3rem;padding:.25rem .6rem;min-width:10rem}
@@ -34,11 +35,12 @@ header.decision.passed{border-color:#1a7f37} header.decision.rejected{border-col
 table.gates td{white-space:nowrap} table.gates td.lim{white-space:normal;min-width:9rem;max-width:22rem}
 table.gates td.why{white-space:normal;font-size:12px;color:#59636e;min-width:16rem}
 .mark{font-weight:700} .mark.failed{color:#cf222e} .mark.passed{color:#1a7f37} .mark.skipped{color:#6e7781}
+.mark.inconclusive{color:#9a6700}
 ul.reasons{margin:.3rem 0;padding-left:1.2rem;font-size:12.5px} ul.reasons li{margin:.1rem 0}
 .acks{margin:.4rem 0;font-size:13px}
 """
 
-_MARK = {FAILED: "✗ failed", PASSED: "✓ passed", SKIPPED: "– skipped"}
+_MARK = {FAILED: "✗ failed", INCONCLUSIVE: "? inconclusive", PASSED: "✓ passed", SKIPPED: "– skipped"}
 
 
 def render_html(report: Mapping[str, Any]) -> str:
@@ -61,6 +63,10 @@ def _decision_block(report: dict[str, Any], d: Decision) -> str:
     if d.passed:
         badge, sentence = "<span class='badge pass'>PASSED</span>", (
             f"May ship: every gate passed ({counts[PASSED]} passed, {counts[SKIPPED]} skipped).")
+    elif d.inconclusive:
+        badge, sentence = "<span class='badge open'>INCONCLUSIVE</span>", (
+            f"Not decided: {counts[INCONCLUSIVE]} gate(s) could not decide and none failed. Nothing is promoted "
+            "or rejected; a later canary decides.")
     else:
         badge = "<span class='badge fail'>REJECTED</span>"
         sentence = (f"Blocked: {counts[FAILED]} gate(s) failed." if counts[FAILED]
@@ -83,7 +89,8 @@ def _decision_block(report: dict[str, Any], d: Decision) -> str:
             f"<code>{esc(a.get('setting'))}</code>: “{esc(a.get('text'))}” <span class='muted'>({esc(a.get('meaning', ''))})</span>"
             for a in d.acknowledgements) + "</p>")
     if d.reasons and not d.passed:
-        parts.append("<b>Why it was rejected</b><ul class='reasons'>" + "".join(f"<li>{esc(r)}</li>" for r in d.reasons) + "</ul>")
+        why = "What would decide it" if d.inconclusive else "Why it was rejected"
+        parts.append(f"<b>{why}</b><ul class='reasons'>" + "".join(f"<li>{esc(r)}</li>" for r in d.reasons) + "</ul>")
     parts.append("</header>")
     return "\n".join(parts)
 

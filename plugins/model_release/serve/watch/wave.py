@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ...errors import GateError, ModelReleaseError
+from ...errors import GateError, Inconclusive, ModelReleaseError
 from ...spec.serve import P99, WatchSpec
 from .figures import ProbeResult, Release, Totals, server_interval
 from .metrics import Snapshot, WatchedServer
@@ -54,15 +54,14 @@ class WatchFailed(GateError):
     kind = "watch"
 
 
-class WatchInconclusive(ModelReleaseError):
+class WatchInconclusive(Inconclusive):
     """The watch could not judge the wave within its budget: it holds, and a person decides.
 
-    Neither the input's fault nor a service's: exit code 5, so that a scheduler neither retries it
-    blindly nor counts it as a rejected release.
+    Neither the input's fault nor a service's: exit code 5 (:class:`~model_release.errors.Inconclusive`),
+    so that a scheduler neither retries it blindly nor counts it as a rejected release.
     """
 
     kind = "inconclusive"
-    exit_code = 5
 
 
 @dataclass(frozen=True)
