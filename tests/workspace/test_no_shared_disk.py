@@ -96,7 +96,7 @@ def test_a_failed_stage_leaves_its_error_for_the_next_task(workers) -> None:
         run_stage(a, "export", refuse)
     error = b.load_error("export")
     assert error == {"stage": "export", "kind": "parity", "class": "ParityError", "user": True, "gate": True,
-                     "message": 'output "probabilities" differs'}
+                     "inconclusive": False, "message": 'output "probabilities" differs'}
     assert b.load_result("export", ExportResult) is None
 
 
