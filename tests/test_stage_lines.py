@@ -27,6 +27,7 @@ class _Result:
 
 def _chatter() -> None:
     logging.getLogger("model_release.canary.measure.phase").info("canary: load candidate: window 1")
+    logging.getLogger("mlflow.models.evaluation.validation").info("Validating candidate model metrics")
     logging.getLogger("great_expectations.data_context.types.base").info("Created temporary directory")
     logging.getLogger("model_release.canary.champion").warning("canary: the champion's manifest is old")
     with warnings.catch_warnings():
@@ -45,11 +46,14 @@ def _stages(ws: Workspace) -> None:
         run_stage(ws, "canary", lambda: (_ for _ in ()).throw(SpecError("golden.path 'x.npz' does not exist")))
 
 
-def test_one_line_per_stage_with_its_time_and_model_release_warnings(tmp_path, capsys) -> None:
+def test_one_line_per_stage_with_its_time_and_model_release_warnings(tmp_path, capfd) -> None:
     ws = Workspace("r-1", str(tmp_path))
+    from mlflow.utils.logging_utils import _configure_mlflow_loggers
+
     with cli_logging("INFO"), stage_lines():
+        _configure_mlflow_loggers("mlflow")  # what importing mlflow does mid-release: its own handler on stderr
         _stages(ws)
-    lines = capsys.readouterr().err.splitlines()
+    lines = capfd.readouterr().err.splitlines()  # the file descriptor: MLflow's handler holds the real stderr
     assert len(lines) == 3, lines
     assert lines[0].startswith("assemble: 3 models (") and lines[0].endswith(" s)")
     assert lines[1] == "WARNING model_release.canary.champion: canary: the champion's manifest is old"

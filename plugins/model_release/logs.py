@@ -16,7 +16,8 @@ MLflow and alembic a few per release) are kept at WARNING too: :func:`quiet_chat
 A release at a terminal reads as its stages: :func:`stage_lines` keeps, of the INFO records, only
 each stage's one-line result (the record :func:`~model_release.pipeline.run_stage` marks with
 :data:`STAGE_LINE`), printed without the level and logger name; warnings and errors of
-model_release still pass, third-party warnings (``py.warnings``) only when ``verbose``.
+model_release still pass, third-party warnings (``py.warnings``) only when ``verbose``. MLflow,
+which logs through a handler of its own, is kept at WARNING through ``MLFLOW_LOGGING_LEVEL`` unless set.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ LEVEL_ENV = "MODEL_RELEASE_LOG_LEVEL"
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 #: the attribute that marks a stage's one-line result: ``extra={STAGE_LINE: {"stage": name, "seconds": s, "failed": bool}}``
 STAGE_LINE = "model_release_stage"
+#: the level MLflow gives its own logger (and handler) when it is imported
+MLFLOW_LEVEL_ENV = "MLFLOW_LOGGING_LEVEL"
 #: the longest log message printed (a record is cut after it, saying how much was left out)
 MAX_LOG_MESSAGE = 8000
 
@@ -189,9 +192,21 @@ def stage_lines(*, verbose: bool = False) -> Iterator[None]:
     for handler in handlers:
         handler.addFilter(stage_filter)
         handler.setFormatter(_StageFormatter("%(levelname)s %(name)s: %(message)s"))
+    # MLflow logs through a handler of its own (not propagated, so no filter here sees it), at the level
+    # it reads from MLFLOW_LOGGING_LEVEL when imported: INFO ("Validating candidate model metrics...")
+    mlflow_env = os.environ.get(MLFLOW_LEVEL_ENV)
+    mlflow_logger = logging.getLogger("mlflow")
+    mlflow_level = mlflow_logger.level
+    if mlflow_env is None:
+        os.environ[MLFLOW_LEVEL_ENV] = "WARNING"
+        if mlflow_logger.level < logging.WARNING:
+            mlflow_logger.setLevel(logging.WARNING)
     try:
         yield
     finally:
         for handler, formatter in saved:
             handler.removeFilter(stage_filter)
             handler.setFormatter(formatter)
+        if mlflow_env is None:
+            os.environ.pop(MLFLOW_LEVEL_ENV, None)
+            mlflow_logger.setLevel(mlflow_level)

@@ -68,7 +68,7 @@ def _legend_inches(labels: list[str], size: float = 8.0) -> float:
     """The width of a one-row legend of ``labels`` (:func:`~model_release.webpage.legend_above`: a handle of
     2 em, 0.8 em to the text, 2 em between entries)."""
     em = size / 72
-    return sum(text_inches([t], size) + 2.8 * em for t in labels) + 2 * em * max(len(labels) - 1, 0) + 0.1
+    return sum(text_inches([t], size) + 2.8 * em for t in labels) + 2 * em * max(len(labels) - 1, 0) + 0.3
 
 
 def _rotated_inches(labels: list[str], rotated: bool) -> float:
@@ -91,7 +91,7 @@ def confusion(cm: dict[str, Any] | None, label: str, title: str, caption: str, *
     rotated = n > 3 or text_inches(labels) > 0.9 * (side - 0.9) / n  # labels wider than their column
     under = _rotated_inches(labels, rotated)
     left = max(TICK_PAD + text_inches(labels) + LABEL_LINE + 0.1, under if rotated else 0.0)
-    width = left + max(side - 0.9, text_inches([title], 11.0) + 0.1) + 0.15  # the title fits over the matrix
+    width = left + max(side - 0.9, text_inches([title], 12.0) + 0.15) + 0.15  # the title fits over the matrix
     fig = fixed_margins(_figure(width, side + (under if rotated else 0.0) * 0.5), left=left,
                         bottom=TICK_PAD + under + LABEL_LINE + 0.08, top=TITLE_LINE + 0.06, right=0.15)
     ax = fig.add_subplot()
