@@ -84,7 +84,7 @@ def _release(argv: list[str]) -> int:
     from .spec import load_spec
     from .workspace import Workspace, new_release_id
 
-    quiet = stage_lines(verbose=args.verbose) if at_terminal else contextlib.nullcontext()
+    quiet = stage_lines(verbose=args.verbose) if at_terminal or args.verbose else contextlib.nullcontext()
     with request_limits(args.mlflow_timeout, args.mlflow_retries), quiet:
         overrides = ({"model.version": args.version} if args.version is not None
                      else {"model.alias": args.alias} if args.alias is not None else None)
