@@ -1,6 +1,7 @@
 """``model-release``: the pipeline for people at a terminal.
 
-    model-release release SPEC [--alias A | --version N] [--no-promote]   all stages, in this process
+    model-release release SPEC [--alias A | --version N] [--no-promote]   all stages, in this process: at a terminal one
+                                  line per stage and the canary's decision; JSON with --json or when piped
     model-release lint PATH [--json]                                       check a Triton repository
     model-release report REPORT.json                                       print a canary report
     model-release store {history,rollback,releases,verify,retention,repair-pointer} ...   the model store
@@ -71,24 +72,48 @@ def _release(argv: list[str]) -> int:
                         help="retries of a failed MLflow request (default $MLFLOW_HTTP_REQUEST_MAX_RETRIES or 2)")
     parser.add_argument("--triton", type=_endpoint, help="a running canary Triton host:port (default: start a local one)")
     parser.add_argument("--no-promote", action="store_true", help="stop after the canary")
+    parser.add_argument("--json", action="store_true",
+                        help="print the outcome as JSON (what it prints when stdout is not a terminal)")
+    parser.add_argument("--verbose", action="store_true",
+                        help="every log record, third-party libraries' too (default at a terminal: one line per stage)")
     args = parser.parse_args(argv)
+    at_terminal = sys.stdout.isatty() and not args.json
 
+    from .errors import GateError
+    from .logs import stage_lines
     from .mlflow_env import request_limits
     from .names import check_release_id
     from .pipeline import Services, release
     from .spec import load_spec
     from .workspace import Workspace, new_release_id
 
-    with request_limits(args.mlflow_timeout, args.mlflow_retries):
+    quiet = stage_lines(verbose=args.verbose) if at_terminal or args.verbose else contextlib.nullcontext()
+    with request_limits(args.mlflow_timeout, args.mlflow_retries), quiet:
         overrides = ({"model.version": args.version} if args.version is not None
                      else {"model.alias": args.alias} if args.alias is not None else None)
         spec = load_spec(args.spec, overrides=overrides)
         release_id = check_release_id(args.release_id) if args.release_id is not None else new_release_id(spec.name)
         ws = Workspace(release_id, args.workspace)
         services = Services(tracking_uri=_tracking_uri(args.tracking_uri), triton_endpoint=args.triton)
-        outcome = release(spec, ws, services, promote=not args.no_promote)  # its preflight checks the rest
-    _print_json(outcome.to_dict())
+        try:
+            outcome = release(spec, ws, services, promote=not args.no_promote)  # its preflight checks the rest
+        except GateError as exc:  # a rejected canary: its decision above the closing error line
+            if at_terminal and exc.result is not None and getattr(exc.result, "report_json", None):
+                _print_decision(exc.result.report_json, footer=f"outcome: {ws.path / 'outcome.json'}")
+            raise
+    if not at_terminal:
+        _print_json(outcome.to_dict())
+    elif outcome.canary is not None:
+        _print_decision(outcome.canary.report_json, footer=f"outcome: {ws.path / 'outcome.json'} (--json prints it)")
     return 0
+
+
+def _print_decision(report_json: str, *, footer: str = "") -> None:
+    """The canary's decision block, as ``model-release report`` prints it, and where the report and outcome are."""
+    data = read_report(report_json)
+    print("\n" + _decision_text(data))
+    html = Path(report_json).with_name("report.html")
+    print("\nreport: " + str(html if html.is_file() else report_json) + (f" · {footer}" if footer else ""))
 
 
 def _tracking_uri(flag: str | None) -> str:
@@ -123,10 +148,15 @@ def _report(argv: list[str]) -> int:
     if args.json:
         _print_json(data)
     else:
-        from .canary.report.decision import terminal
-
-        print(terminal(data, colour=sys.stdout.isatty() and not os.environ.get("NO_COLOR")))
+        print(_decision_text(data))
     return report_exit_code(data)
+
+
+def _decision_text(report: dict[str, Any]) -> str:
+    """A canary report's decision block for stdout (coloured at a terminal unless $NO_COLOR)."""
+    from .canary.report.decision import terminal
+
+    return terminal(report, colour=sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
 
 
 def read_report(raw: str) -> dict[str, Any]:
@@ -192,13 +222,6 @@ def report_exit_code(report: dict) -> int:
 
     verdict = verdict_of(report)
     return 0 if verdict == "passed" else CanaryInconclusive.exit_code if verdict == "inconclusive" else CanaryRejected.exit_code
-
-
-def report_passed(report: dict) -> bool:
-    """Whether a canary report says the release passed: its ``passed`` flag, else its verdict."""
-    from .canary.report.decision import passed_of
-
-    return passed_of(report)
 
 
 def _rollback(argv: list[str]) -> int:

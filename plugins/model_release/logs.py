@@ -12,6 +12,12 @@ libraries at WARNING unless they are asked for by name, ``MODEL_RELEASE_DEBUG_LO
 Third-party libraries that talk at INFO (great_expectations logs about 200 records at import,
 MLflow and alembic a few per release) are kept at WARNING too: :func:`quiet_chatty_loggers`, unless
 ``verbose`` (the CLI's ``--verbose``) or ``MODEL_RELEASE_DEBUG_LOGGERS`` names them.
+
+A release at a terminal reads as its stages: :func:`stage_lines` keeps, of the INFO records, only
+each stage's one-line result (the record :func:`~model_release.pipeline.run_stage` marks with
+:data:`STAGE_LINE`), printed without the level and logger name; warnings and errors of
+model_release still pass, third-party warnings (``py.warnings``) only when ``verbose``. MLflow,
+which logs through a handler of its own, is kept at WARNING through ``MLFLOW_LOGGING_LEVEL`` unless set.
 """
 
 from __future__ import annotations
@@ -33,6 +39,10 @@ CHATTY_LOGGERS = ("great_expectations", "mlflow", "alembic", "matplotlib", "PIL"
 DEBUG_LOGGERS_ENV = "MODEL_RELEASE_DEBUG_LOGGERS"
 LEVEL_ENV = "MODEL_RELEASE_LOG_LEVEL"
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+#: the attribute that marks a stage's one-line result: ``extra={STAGE_LINE: {"stage": name, "seconds": s, "failed": bool}}``
+STAGE_LINE = "model_release_stage"
+#: the level MLflow gives its own logger (and handler) when it is imported
+MLFLOW_LEVEL_ENV = "MLFLOW_LOGGING_LEVEL"
 #: the longest log message printed (a record is cut after it, saying how much was left out)
 MAX_LOG_MESSAGE = 8000
 
@@ -140,3 +150,63 @@ def cli_logging(level_name: str | None = None, *, verbose: bool = False) -> Iter
         root.setLevel(saved_level)
         for name, saved in {**wire, **chatty}.items():
             logging.getLogger(name).setLevel(saved)
+
+
+class _StageLines(logging.Filter):
+    """Of INFO and below, only the stages' results; warnings and errors, except third-party ``warnings.warn`` chatter."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, STAGE_LINE, None):
+            return True
+        return record.levelno >= logging.WARNING and record.name != "py.warnings"
+
+
+class _StageFormatter(SafeFormatter):
+    """A stage's result as its own words (``export: ONNX opset 17 passed parity (4.1 s)``), a failed stage as
+    ``canary: failed after 72.4 s`` (the CLI's closing line gives the reason); other records as usual."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
+        stage = getattr(record, STAGE_LINE, None)
+        if not isinstance(stage, dict):
+            return super().formatMessage(record)
+        if stage.get("failed"):  # the CLI's closing line says why, once
+            return one_line(f"{stage.get('stage')}: failed after {stage.get('seconds', 0.0):.1f} s", MAX_LOG_MESSAGE)
+        return one_line(record.getMessage(), MAX_LOG_MESSAGE)
+
+
+@contextlib.contextmanager
+def stage_lines(*, verbose: bool = False) -> Iterator[None]:
+    """While the block runs, the CLI's stderr handler prints one line per stage (see the module's text).
+
+    With ``verbose`` it changes nothing, and lets :data:`CHATTY_LOGGERS` log at INFO again.
+    """
+    handlers = [h for h in logging.getLogger().handlers if isinstance(h, _Stderr)]
+    if verbose:
+        for name in CHATTY_LOGGERS:
+            if logging.getLogger(name).level == logging.WARNING:
+                logging.getLogger(name).setLevel(logging.NOTSET)  # cli_logging restores the level it found
+        yield
+        return
+    saved = [(h, h.formatter) for h in handlers]
+    stage_filter = _StageLines()
+    for handler in handlers:
+        handler.addFilter(stage_filter)
+        handler.setFormatter(_StageFormatter("%(levelname)s %(name)s: %(message)s"))
+    # MLflow logs through a handler of its own (not propagated, so no filter here sees it), at the level
+    # it reads from MLFLOW_LOGGING_LEVEL when imported: INFO ("Validating candidate model metrics...")
+    mlflow_env = os.environ.get(MLFLOW_LEVEL_ENV)
+    mlflow_logger = logging.getLogger("mlflow")
+    mlflow_level = mlflow_logger.level
+    if mlflow_env is None:
+        os.environ[MLFLOW_LEVEL_ENV] = "WARNING"
+        if mlflow_logger.level < logging.WARNING:
+            mlflow_logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        for handler, formatter in saved:
+            handler.removeFilter(stage_filter)
+            handler.setFormatter(formatter)
+        if mlflow_env is None:
+            os.environ.pop(MLFLOW_LEVEL_ENV, None)
+            mlflow_logger.setLevel(mlflow_level)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from .errors import ConflictError, GateError, Inconclusive, ModelReleaseError, UserError
+from .logs import STAGE_LINE
 from .safe_text import redact
 from .spec import ReleaseSpec
 from .stages import ASSEMBLE, CANARY, EXPORT, FOLDERS, INTAKE, PROMOTE, TENSORRT
@@ -90,11 +91,13 @@ def run_stage(ws: Workspace, stage: str, fn: Callable[..., R], *args: Any, **kwa
         ws.save_error(folder, {"stage": stage, "kind": exc.kind, "class": type(exc).__name__,
                                "user": isinstance(exc, UserError), "gate": isinstance(exc, GateError),
                                "inconclusive": isinstance(exc, Inconclusive), "message": exc.message})
-        log.error("%s: %s", stage, exc.message)
+        seconds = time.perf_counter() - started
+        log.error("%s: %s", stage, exc.message, extra={STAGE_LINE: {"stage": stage, "seconds": seconds, "failed": True}})
         raise
     ws.save_result(folder, result)
     headline = result.headline() if hasattr(result, "headline") else ""
-    log.info("%s: %s (%.1f s)", stage, headline, time.perf_counter() - started)
+    seconds = time.perf_counter() - started
+    log.info("%s: %s (%.1f s)", stage, headline, seconds, extra={STAGE_LINE: {"stage": stage, "seconds": seconds}})
     return result
 
 

@@ -76,11 +76,17 @@ def page(title: str, body: list[str], *, css: str = "") -> str:
     ])
 
 
-def new_figure(width: float, height: float) -> Any:
-    """A matplotlib Figure (no pyplot, so no GUI backend and no global state)."""
+def new_figure(width: float, height: float, *, layout: str | None = "constrained") -> Any:
+    """A matplotlib Figure (no pyplot, so no GUI backend and no global state).
+
+    Args:
+        layout: matplotlib's layout engine; ``None`` leaves the axes where ``subplots_adjust`` puts them
+            (one draw when saved, where constrained layout draws several times: see
+            :func:`model_release.canary.report.plots.fixed_margins`).
+    """
     from matplotlib.figure import Figure
 
-    return Figure(figsize=(width, height), layout="constrained")
+    return Figure(figsize=(width, height), layout=layout)
 
 
 _PT = re.compile(r'(width|height)="([0-9.]+)pt"')

@@ -11,12 +11,21 @@ repository as (one of) its model repositories; models are loaded by name and unl
 Either way the champion (:mod:`.champion`) is pushed to the same server through the load API
 under its own model names, and the same golden rows are replayed through both. The load phase
 (:mod:`.measure.phase`) runs while both are served.
+
+great_expectations costs seconds to import (once per process); the expectation suite needs it only
+after serving. It is imported in a background thread while the Triton starts and the models load
+(:func:`prefetch`), and waited for before the first replayed request, so nothing timed shares the CPU
+with it; the suite's own ``import great_expectations`` then finds it in place.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
+import logging
 import shutil
+import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -35,6 +44,31 @@ from .champion import SERVED, Champion
 from .measure.phase import under_load
 from .report.document import CanaryReport
 from .served import Golden, Replays
+
+log = logging.getLogger(__name__)
+#: imported in the background while the canary's server starts: what the judging needs and costs seconds to import
+PREFETCH = ("great_expectations",)
+
+
+def prefetch(modules: tuple[str, ...] = PREFETCH) -> threading.Thread | None:
+    """Import ``modules`` (those not imported yet) in a daemon thread; join it before timing anything.
+
+    A failure is only logged at DEBUG: the judging's own import raises it where it belongs.
+    """
+    todo = [m for m in modules if m not in sys.modules]
+    if not todo:
+        return None
+
+    def run() -> None:
+        for module in todo:
+            try:
+                importlib.import_module(module)
+            except Exception as exc:  # noqa: BLE001 - the real import, in judging, reports it
+                log.debug("canary: importing %s ahead failed: %s", module, exc)
+
+    thread = threading.Thread(target=run, name="canary-prefetch", daemon=True)
+    thread.start()
+    return thread
 
 
 def _load_npz(path: str, what: str) -> dict[str, np.ndarray]:
@@ -119,6 +153,7 @@ def serve_and_replay(
     order = list(assembled.load_order)
     if assembled.entry_model not in order:
         order.append(assembled.entry_model)
+    ahead = prefetch() if spec.canary.expectations else None
     with _triton(spec, assembled, folder, endpoint, champion, remote) as (url, server_facts, alive):
         report.server = server_facts
         server = TritonServer(url, ready_timeout=spec.canary.ready_timeout_s)
@@ -140,6 +175,8 @@ def serve_and_replay(
                 loaded = server.load(order)
             report.load = {"order": loaded.order, "versions": loaded.versions, "seconds": loaded.seconds}
             server_facts["models_loaded"] = dict(loaded.versions)
+            if ahead is not None:  # nothing timed shares the CPU with the import
+                ahead.join()
             candidate = _replay_entry(spec, server, url, assembled.entry_model, golden, export, report)
             replays = Replays(candidate)
             if champion.kind == SERVED:

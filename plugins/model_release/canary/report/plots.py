@@ -4,6 +4,11 @@ Each function returns one ``<figure class="plot">`` (inline SVG and a caption), 
 plot cannot be drawn (no ground truth, no champion, no load phase), a placeholder of the same
 kind saying why, so a plot never silently vanishes. See :mod:`.plotdata` for what each plot's
 data is and how it stays bounded.
+
+Each figure places its axes at fixed margins (:func:`fixed_margins`), sized from what the plot writes
+(its tick labels measured on the font's glyphs, axis labels, title, a legend above): matplotlib then
+draws it once, when it is saved, where constrained layout drew it several times to measure its text
+(benchmarks/bench_report_plots.py prints the two side by side).
 """
 
 from __future__ import annotations
@@ -19,6 +24,58 @@ from ...webpage import (
 )
 
 
+#: inches: a tick label's gap to its axis, an axis label's line, a title's line, one legend row above the axes
+TICK_PAD, LABEL_LINE, TITLE_LINE, LEGEND_ROW = 0.1, 0.24, 0.3, 0.3
+#: the tick labels' size used to measure them (points; the page draws at 9, titles at 10)
+TEXT_PT = 10.0
+
+
+def text_inches(texts: Any, size: float = TEXT_PT) -> float:
+    """The widest of ``texts`` at ``size`` points, in inches: measured on the glyphs, nothing drawn."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import TextPath
+
+    prop = FontProperties(family=["DejaVu Sans", "sans-serif"], size=size)
+    widths = [TextPath((0, 0), str(t), size=size, prop=prop).get_extents().width for t in texts if str(t).strip()]
+    return max(widths, default=0.0) / 72
+
+
+def _number_inches(values: Any) -> float:
+    """How wide the tick labels of an axis spanning ``values`` can be (its largest magnitude, signed)."""
+    finite = [abs(float(v)) for v in np.ravel(np.asarray(values, dtype=np.float64)) if np.isfinite(v)]
+    return text_inches([f"-{max(finite, default=1.0):.3g}0", "-0.000"])  # an empty axis ticks -0.04 ... 0.04
+
+
+def fixed_margins(fig: Any, *, left: float, bottom: float, top: float = 0.12, right: float = 0.2,
+                  wspace: float | None = None) -> Any:
+    """Put the axes ``left``/``bottom``/``top``/``right`` inches from the figure's edges (``wspace``: between panels,
+    a share of a panel's width); returns ``fig``."""
+    width, height = fig.get_size_inches()
+    fig.subplots_adjust(left=min(left / width, 0.6), right=1 - right / width, bottom=min(bottom / height, 0.6),
+                        top=max(1 - top / height, 0.65), wspace=wspace)
+    return fig
+
+
+def _figure(width: float, height: float) -> Any:
+    return new_figure(width, height, layout=None)
+
+
+#: the bottom margin under a numeric x axis with a label
+X_NUMBERS = 0.18 + TICK_PAD + LABEL_LINE + 0.08
+
+
+def _legend_inches(labels: list[str], size: float = 8.0) -> float:
+    """The width of a one-row legend of ``labels`` (:func:`~model_release.webpage.legend_above`: a handle of
+    2 em, 0.8 em to the text, 2 em between entries)."""
+    em = size / 72
+    return sum(text_inches([t], size) + 2.8 * em for t in labels) + 2 * em * max(len(labels) - 1, 0) + 0.3
+
+
+def _rotated_inches(labels: list[str], rotated: bool) -> float:
+    """The height of x tick labels: their width times sin 45° when rotated, a line when not."""
+    return text_inches(labels) * 0.72 + 0.1 if rotated else 0.18
+
+
 def _short(label: str, width: int = 18) -> str:
     return label if len(label) <= width else label[: width - 1] + "…"
 
@@ -31,7 +88,12 @@ def confusion(cm: dict[str, Any] | None, label: str, title: str, caption: str, *
     m = np.asarray(cm["matrix"], dtype=np.float64)
     n = len(labels)
     side = min(max(3.0, 0.42 * n + 1.7), 7.0)
-    fig = new_figure(side + 0.7, side)
+    rotated = n > 3 or text_inches(labels) > 0.9 * (side - 0.9) / n  # labels wider than their column
+    under = _rotated_inches(labels, rotated)
+    left = max(TICK_PAD + text_inches(labels) + LABEL_LINE + 0.1, under if rotated else 0.0)
+    width = left + max(side - 0.9, text_inches([title], 12.0) + 0.15) + 0.15  # the title fits over the matrix
+    fig = fixed_margins(_figure(width, side + (under if rotated else 0.0) * 0.5), left=left,
+                        bottom=TICK_PAD + under + LABEL_LINE + 0.08, top=TITLE_LINE + 0.06, right=0.15)
     ax = fig.add_subplot()
     rows = m.sum(axis=1, keepdims=True)
     share = np.divide(m, rows, out=np.zeros_like(m), where=rows > 0)
@@ -45,7 +107,7 @@ def confusion(cm: dict[str, Any] | None, label: str, title: str, caption: str, *
                     ax.text(j + 0.5, i + 0.5, f"{int(m[i, j])}", ha="center", va="center", fontsize=8,
                             color="#ffffff" if share[i, j] > 0.6 else "#1f2328")
     ticks = np.arange(n) + 0.5
-    ax.set_xticks(ticks, labels, rotation=45 if n > 3 else 0, ha="right" if n > 3 else "center")
+    ax.set_xticks(ticks, labels, rotation=45 if rotated else 0, ha="right" if rotated else "center")
     ax.set_yticks(ticks, labels)
     ax.set_xlabel(f"{cm['columns_are']} answered")
     ax.set_ylabel(cm["rows_are"])
@@ -62,7 +124,9 @@ def per_class(data: dict[str, Any] | None, label: str, caption: str, *, missing:
     mine, theirs = data["candidate"], data.get("champion")
     classes = list(mine["classes"])
     n = len(classes)
-    fig = new_figure(7.6, max(1.9, 0.34 * n * (2 if theirs else 1) + 1.0))
+    fig = _figure(7.6, max(1.9, 0.34 * n * (2 if theirs else 1) + 1.0))
+    fixed_margins(fig, left=TICK_PAD + text_inches([_short(str(c)) for c in classes]) + 0.1, bottom=0.18 + TICK_PAD + 0.1,
+                  top=TITLE_LINE + (LEGEND_ROW if theirs else 0.0) + 0.06, right=0.2, wspace=0.15)
     axes = fig.subplots(1, 3, sharey=True)
     y = np.arange(n)
     height = 0.38 if theirs else 0.6
@@ -74,12 +138,13 @@ def per_class(data: dict[str, Any] | None, label: str, caption: str, *, missing:
             values = [theirs_by.get(c, np.nan) for c in classes]
             ax.barh(y + height / 2, values, height=height, color=CHAMPION_COLOUR, label="champion")
         ax.set_xlim(0, 1.0)
+        ax.set_xticks([0, 0.5, 1], ["0", "0.5", "1"])  # three ticks: neighbouring panels' labels never touch
         ax.set_title(metric)
     axes[0].set_yticks(y, [_short(str(c)) for c in classes])
     axes[0].invert_yaxis()
     if theirs:  # one legend for the three panels, above their titles (over the first panel it hid "precision")
         handles, labels = axes[0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="outside upper center", ncol=2, fontsize=8, frameon=False)
+        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 1.0), ncol=2, fontsize=8, frameon=False)
     else:
         caption += " No champion figures: only the candidate is shown."
     return plot_html(fig, label, caption)
@@ -89,17 +154,21 @@ def latency_cdf(latency: dict[str, Any] | None, label: str, caption: str, *, mis
     """The share of requests answered within each latency, candidate and champion (log scale)."""
     if not latency or not latency.get("candidate"):
         return placeholder_html(label, missing, caption)
-    fig = new_figure(5.6, 3.2)
+    lines = {target: f"{target}: p50 {data.get('p50_ms') or math.nan:.3g} ms, p99 {data.get('p99_ms') or math.nan:.3g} ms"
+             for target in ("candidate", "champion") if (data := latency.get(target)) and data.get("counts")}
+    left = TICK_PAD + text_inches(["0.0"]) + LABEL_LINE + 0.1
+    fig = fixed_margins(_figure(max(5.6, left + _legend_inches(list(lines.values())) + 0.1), 3.2), left=left,
+                        bottom=X_NUMBERS, top=LEGEND_ROW + 0.06)  # wide enough for the legend's one row
     ax = fig.add_subplot()
     style_axes(ax)
     for target, colour in (("candidate", CANDIDATE_COLOUR), ("champion", CHAMPION_COLOUR)):
         data = latency.get(target)
-        if not data or not data.get("counts"):
+        if target not in lines:
             continue
         upper = np.asarray(data["upper_ms"], dtype=np.float64)
         cdf = np.cumsum(data["counts"]) / max(sum(data["counts"]), 1)
         ax.step(np.concatenate([[upper[0] * 0.98], upper]), np.concatenate([[0.0], cdf]), where="post", color=colour,
-                linewidth=1.6, label=f"{target}: p50 {data.get('p50_ms') or math.nan:.3g} ms, p99 {data.get('p99_ms') or math.nan:.3g} ms")
+                linewidth=1.6, label=lines[target])
     for q in (0.5, 0.99):
         ax.axhline(q, color="#8c959f", linewidth=0.7, linestyle=":")
     ax.set_xscale("log")
@@ -119,7 +188,9 @@ def tuning(tuning_: dict[str, Any] | None, label: str, caption: str, *, missing:
     if not trials:
         why = (tuning_ or {}).get("skipped") or missing
         return placeholder_html(label, why, caption)
-    fig = new_figure(5.6, 3.2)
+    throughputs = [t.get("throughput_rows_per_s") for t in trials if isinstance(t.get("throughput_rows_per_s"), int | float)]
+    fig = fixed_margins(_figure(5.6, 3.2), left=TICK_PAD + _number_inches(throughputs) + LABEL_LINE + 0.1,
+                        bottom=X_NUMBERS, top=LEGEND_ROW + 0.06, right=0.3)
     ax = fig.add_subplot()
     style_axes(ax)
     chosen = tuning_.get("chosen")
@@ -147,7 +218,11 @@ def predicted(data: dict[str, Any] | None, label: str, caption: str, *, missing:
     if data.get("kind") == "classes":
         classes = [_short(str(c)) for c in data["classes"]]
         n = len(classes)
-        fig = new_figure(max(4.2, min(0.5 * n + 2.5, 9.0)), 3.0)
+        fig = _figure(max(4.2, min(0.5 * n + 2.5, 9.0)), 3.0)
+        rotated = n > 4
+        under = _rotated_inches(classes, rotated)
+        fixed_margins(fig, left=max(TICK_PAD + text_inches(["0.00"]) + LABEL_LINE + 0.1, under if rotated else 0.0),
+                      bottom=TICK_PAD + under + 0.08, top=LEGEND_ROW + 0.06)
         ax = fig.add_subplot()
         style_axes(ax)
         x = np.arange(n)
@@ -155,11 +230,13 @@ def predicted(data: dict[str, Any] | None, label: str, caption: str, *, missing:
         ax.bar(x - (width / 2 if theirs else 0), data["candidate"], width=width, color=CANDIDATE_COLOUR, label="candidate")
         if theirs:
             ax.bar(x + width / 2, theirs, width=width, color=CHAMPION_COLOUR, label="champion")
-        ax.set_xticks(x, classes, rotation=45 if n > 4 else 0, ha="right" if n > 4 else "center")
+        ax.set_xticks(x, classes, rotation=45 if rotated else 0, ha="right" if rotated else "center")
         ax.set_ylabel("share of golden rows")
     else:
         edges = np.asarray(data["edges"], dtype=np.float64)
-        fig = new_figure(5.6, 3.0)
+        counts = list(data["candidate"]) + list(theirs or [])
+        fig = fixed_margins(_figure(5.6, 3.0), left=TICK_PAD + _number_inches(counts) + LABEL_LINE + 0.1, bottom=X_NUMBERS,
+                            top=LEGEND_ROW + 0.06, right=0.3)
         ax = fig.add_subplot()
         style_axes(ax)
         ax.stairs(data["candidate"], edges, color=CANDIDATE_COLOUR, linewidth=1.6, label="candidate")
@@ -178,7 +255,9 @@ def residuals(data: dict[str, Any] | None, label: str, caption: str, *, missing:
     if not data or not data.get("target"):
         return placeholder_html(label, missing, caption)
     t = np.asarray(data["target"], dtype=np.float64)
-    fig = new_figure(5.6, 3.2)
+    spread = [np.asarray(data[k], dtype=np.float64) - t for k in ("candidate", "champion") if data.get(k) is not None]
+    fig = fixed_margins(_figure(5.6, 3.2), left=TICK_PAD + _number_inches(np.concatenate(spread) if spread else [1.0])
+                        + LABEL_LINE + 0.1, bottom=X_NUMBERS, top=LEGEND_ROW + 0.06, right=0.3)
     ax = fig.add_subplot()
     style_axes(ax)
     ax.axhline(0, color="#57606a", linewidth=0.8)
@@ -202,7 +281,8 @@ def parity_errors(name: str, data: dict[str, Any], label: str, caption: str) -> 
     if data.get("skipped"):
         return placeholder_html(label, data["skipped"], caption)
     edges = 10.0 ** np.asarray(data["log10_edges"], dtype=np.float64)
-    fig = new_figure(5.0, 2.8)
+    fig = fixed_margins(_figure(5.0, 2.8), left=TICK_PAD + _number_inches(data["counts"]) + LABEL_LINE + 0.1,
+                        bottom=X_NUMBERS, top=(LEGEND_ROW if data.get("atol") else 0.0) + 0.12, right=0.3)
     ax = fig.add_subplot()
     style_axes(ax)
     ax.stairs(data["counts"], edges, fill=True, color=CANDIDATE_COLOUR, alpha=0.85)
