@@ -25,6 +25,7 @@ from ..dag_spec import write_dag_spec
 pytestmark = [pytest.mark.integration, pytest.mark.dags, pytest.mark.slow]
 
 
+@pytest.mark.timeout(1800)  # two DAG runs with a canary each: 5 min alone, 15+ on a 2-core machine shared by others
 def test_a_release_that_fails_on_production_values_is_rolled_back_by_the_watch(tmp_path) -> None:
     spec = write_dag_spec(tmp_path / "specs")
     with EmbeddedStack(tmp_path / "stack") as stack, LocalFleet(tmp_path / "serving") as fleet:

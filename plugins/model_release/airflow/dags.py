@@ -4,8 +4,8 @@
 -> rollout`` (one at a time by its lock in the store; skipped without a fleet), and ``finish`` whatever happened
 (``trigger_rule="all_done"``, after the roll-out), which settles the run's claim in the channel's ledger.
 ``promote`` emits the channel's Asset event; ``rollout`` emits one only when its watch rolled the release
-back (through the channel's rollback alias, so an ordinary roll-out emits nothing). Task bodies are one line into :mod:`model_release.airflow.tasks`; nothing heavy is
-imported at parse time.
+back (through the channel's rollback alias, so an ordinary roll-out emits nothing). Task bodies are one
+line into :mod:`model_release.airflow.tasks`; nothing heavy is imported at parse time.
 """
 
 from __future__ import annotations

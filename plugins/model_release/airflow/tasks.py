@@ -239,7 +239,12 @@ def promote(data: dict[str, Any]) -> dict[str, Any]:
 
 @no_retry_on_user_error
 def rollout(data: dict[str, Any], run_id: str | None = None) -> dict[str, Any]:
-    """Roll the promoted release out to the channel's serving fleet; skipped without a promotion or a fleet."""
+    """Roll the promoted release out to the channel's serving fleet; skipped without a promotion or a fleet.
+
+    Returns the roll-out's outcome; when the watch rolled the release back (fleet, pointer, alias and
+    ledger back on the old release), ``outcome`` is :data:`ROLLED_BACK_OUTCOME` and ``rolled_back``
+    holds the facts for the channel's Asset event (:func:`watch_rollback_event`) instead of a failure.
+    """
     from airflow.sdk.exceptions import AirflowSkipException
 
     from ..serve.guard import describe
