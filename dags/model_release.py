@@ -23,7 +23,8 @@ DOC = """
 Takes the MLflow model the spec names (its alias, or the `version` / `alias` given here) through
 ONNX export, TensorRT (queue `gpu`), the Triton repository, the canary (pool `triton_canary`,
 judged beside the production champion) and promotion to the model store. A promotion emits an
-event on the channel's Asset (`model_release_channel_<channel>`) naming the release.
+event on the channel's Asset (`model_release_channel_<channel>`) naming the release; so does a
+roll-out whose watch rolled the release back (`action: rollback`, `by: watch`).
 
 * The version is pinned and **claimed** in the channel's ledger at `start`: a version another
   running run holds is skipped, so two runs never release it. A manual run may release a version

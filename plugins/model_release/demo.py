@@ -1,16 +1,25 @@
-"""The demo: three real releases of an iris classifier on the embedded stack, and the gate at work.
+"""The demo: four real releases of an iris classifier on the embedded stack, the gate and the watch at work.
 
 ``make demo`` runs ``python -m model_release.demo``: it starts the embedded stack (MLflow on
-SQLite, the moto S3 server, an Airflow SQLite DB), then runs the ``model_release`` DAG with
-``airflow dags test`` three times, each on a newly registered candidate:
+SQLite, the moto S3 server, an Airflow SQLite DB) and a local serving fleet of two Tritons (as
+``model-release up`` starts them), then runs the ``model_release`` DAG with ``airflow dags test``
+four times, each on a newly registered candidate; every promoted release is rolled out to the fleet:
 
 1. a logistic regression: the channel's first release, promoted;
 2. the same model retrained on labels of which 40% are noise: the canary serves it beside
    release 1 and scores both on the golden set's ground truth; it is worse, and it is blocked;
-3. a better-regularised retrain: judged against release 1 (still the champion), promoted.
+3. a better-regularised retrain: judged against release 1 (still the champion), promoted;
+4. release 3's model with a petal-length calibration table that covers only iris's range
+   (:mod:`model_release.local.watch_demo`): identical on the golden set, so the canary passes it and
+   it is promoted; but production also sends petal lengths in millimetres, which it refuses. It is
+   rolled out under a bounded traffic loop with the watch on (a few seconds' bake): the watch sees the
+   errors on the first server and rolls everything back by itself (servers, channel pointer, MLflow
+   alias, ledger), and the rollout task emits the channel's Asset event for it.
 
-It ends by printing what happened to each (the gates that blocked release 2, with the figures,
-and the report paths); the store is copied to a local folder so it can be browsed afterwards.
+It ends by printing what happened to each (the gates that blocked release 2, with the figures, the
+watch's verdict on release 4, each release's time and the roll-out+watch time, and the report
+paths); the store is copied to a local folder so it can be browsed afterwards. It exits 0 only when
+every release ended as expected.
 """
 
 from __future__ import annotations
@@ -24,11 +33,34 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .stages import CANARY, PROMOTE
+from .stages import CANARY, PROMOTE, ROLLOUT
 from .workspace import new_release_id
 
 MODEL_NAME = "iris-classifier"
 SPEC = "releases/iris.yaml"
+PROJECT_SPEC = Path(__file__).resolve().parents[2] / SPEC
+
+
+def fit_iris(*, c: float = 1.0, max_iter: int = 500, noise: float = 0.0, seed: int = 0) -> tuple[Any, Any, Any]:
+    """A scaled logistic regression fitted on scikit-learn's bundled iris data: ``(model, x, y)``.
+
+    Args:
+        noise: the share of training labels replaced by random classes (a degraded retrain).
+    """
+    import numpy as np
+    from sklearn.datasets import load_iris
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    data = load_iris()
+    x = data.data.astype(np.float32)
+    y = data.target.copy()
+    if noise:
+        rng = np.random.default_rng(seed)
+        rows = rng.choice(len(y), int(noise * len(y)), replace=False)
+        y[rows] = rng.integers(0, len(data.target_names), len(rows))
+    return make_pipeline(StandardScaler(), LogisticRegression(C=c, max_iter=max_iter)).fit(x, y), x, y
 
 
 def train_iris(tracking_uri: str, *, c: float = 1.0, alias: str | None = "candidate", model_name: str = MODEL_NAME,
@@ -42,21 +74,9 @@ def train_iris(tracking_uri: str, *, c: float = 1.0, alias: str | None = "candid
         The new model version (a string, as MLflow gives it).
     """
     import mlflow
-    import numpy as np
     from mlflow.models import infer_signature
-    from sklearn.datasets import load_iris
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
 
-    data = load_iris()
-    x = data.data.astype(np.float32)
-    y = data.target.copy()
-    if noise:
-        rng = np.random.default_rng(seed)
-        rows = rng.choice(len(y), int(noise * len(y)), replace=False)
-        y[rows] = rng.integers(0, len(data.target_names), len(rows))
-    model = make_pipeline(StandardScaler(), LogisticRegression(C=c, max_iter=max_iter)).fit(x, y)
+    model, x, y = fit_iris(c=c, max_iter=max_iter, noise=noise, seed=seed)
     mlflow.set_tracking_uri(tracking_uri)
     mlflow.set_registry_uri(tracking_uri)
     mlflow.set_experiment("model-release")  # created by local_tracking with a local artifact folder
@@ -99,16 +119,21 @@ def _progress_line(line: str) -> bool:
     return "[DAG TEST]" in line or "[model_release." in line or " error " in line.lower() or "Traceback" in line
 
 
-#: the demo's three candidates: (what it is, training arguments, whether the canary should let it through)
+#: the demo's first three candidates: (what it is, training arguments, whether the canary should let it through)
 RELEASES = (
     ("a logistic regression, the channel's first release", {"c": 1.0}, True),
     ("a retrain on 40% noisy labels, worse than production", {"c": 1.0, "noise": 0.4}, False),
     ("a better-regularised retrain (C=10)", {"c": 10.0}, True),
 )
+FOURTH = "release 3's model with a petal-length table for 0-7 cm only, watched in production"
+#: bounds of the traffic loop that plays production during the fourth release's roll-out and watch
+TRAFFIC_MAX_S, TRAFFIC_MAX_REQUESTS = 600.0, 40_000
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .local.fleet import LocalFleet
     from .local.stack import EmbeddedStack
+    from .serve.fleet import FLEET_ENV
 
     parser = argparse.ArgumentParser(prog="model-release demo", description=__doc__.splitlines()[0])
     parser.add_argument("--root", default=".work/demo", help="where the demo keeps its state (emptied first)")
@@ -119,33 +144,149 @@ def main(argv: list[str] | None = None) -> int:
     if root.exists():
         shutil.rmtree(root)
     started = time.monotonic()
-    releases: list[dict[str, Any]] = []
-    with EmbeddedStack(root) as stack:
-        print(f"[demo] embedded stack up: MLflow {stack.tracking_uri}, S3 {stack.endpoint_url}", flush=True)
+    echo = True if args.verbose else _progress_line
+    with EmbeddedStack(root) as stack, LocalFleet(root / "serving") as fleet:
+        assert fleet.fleet is not None
+        stack.extra_env[FLEET_ENV] = str(fleet.fleet_file)  # the release DAG's rollout task reads it
+        print(f"[demo] embedded stack up: MLflow {stack.tracking_uri}, S3 {stack.endpoint_url}; serving fleet: "
+              + ", ".join(f"{s.name} at {s.url}" for s in fleet.fleet.servers), flush=True)
         stack.migrate_airflow()
-        for step, (what, training, should_pass) in enumerate(RELEASES, start=1):
-            version = train_iris(str(stack.tracking_uri), **training)
-            release_id = new_release_id("iris")
-            print(f"[demo] release {step}: {MODEL_NAME} version {version}, {what}, as {release_id}", flush=True)
-            outcome = stack.run_dag({"spec": SPEC, "release_id": release_id}, echo=True if args.verbose else _progress_line)
-            done = _read_release(stack.workspace / release_id, release_id, version, what)
-            if done is None or done["promoted"] is not None and not should_pass or done["promoted"] is None and should_pass:
-                print("" if args.verbose else outcome.output[-6000:], file=sys.stderr)
-                print(f"[demo] FAILED: release {release_id} ({what}) was expected to be "
-                      f"{'promoted' if should_pass else 'blocked by the canary'} but was not (airflow exit "
-                      f"{outcome.returncode}, state {outcome.state}); its workspace is {stack.workspace / release_id}", file=sys.stderr)
-                return 1
-            releases.append(done)
+        releases = _first_three(stack, echo)
+        if releases is None:
+            return 1
+        fourth = release_four(stack, fleet, root, PROJECT_SPEC, champion=releases[-1], echo=echo)
+        if fourth is not None:
+            releases.append(fourth)
         store_copy = root / "store"
         n = _copy_store(stack, store_copy)
     print()
+    _print_summary(releases, time.monotonic() - started, store_copy, n)
+    return 0 if fourth is not None and not fourth["problems"] else 1
+
+
+def _first_three(stack: Any, echo: Any) -> list[dict[str, Any]] | None:
+    """Releases 1-3 through the DAG, each checked against what it should become; None after a surprise."""
+    releases: list[dict[str, Any]] = []
+    for step, (what, training, should_pass) in enumerate(RELEASES, start=1):
+        t0 = time.monotonic()
+        version = train_iris(str(stack.tracking_uri), **training)
+        release_id = new_release_id("iris")
+        print(f"[demo] release {step}: {MODEL_NAME} version {version}, {what}, as {release_id}", flush=True)
+        outcome = stack.run_dag({"spec": SPEC, "release_id": release_id}, echo=echo)
+        done = _read_release(stack.workspace / release_id, release_id, version, what)
+        if done is None or done["promoted"] is not None and not should_pass or done["promoted"] is None and should_pass:
+            print("" if echo is True else outcome.output[-6000:], file=sys.stderr)
+            print(f"[demo] FAILED: release {release_id} ({what}) was expected to be "
+                  f"{'promoted' if should_pass else 'blocked by the canary'} but was not (airflow exit "
+                  f"{outcome.returncode}, state {outcome.state}); its workspace is {stack.workspace / release_id}", file=sys.stderr)
+            return None
+        done["seconds"] = time.monotonic() - t0
+        done["rollout"] = _rollout_record(stack, release_id) if done["promoted"] else None
+        if should_pass and (done["rollout"] or {}).get("outcome") != "done":
+            print(outcome.output[-6000:], file=sys.stderr)
+            print(f"[demo] FAILED: release {release_id} ({what}) was promoted but not rolled out to the fleet (roll-out "
+                  f"record: {done['rollout'] and done['rollout'].get('reason')}); the fleet's logs are under "
+                  f"{stack.root / 'serving'}", file=sys.stderr)
+            return None
+        releases.append(done)
+    return releases
+
+
+def release_four(stack: Any, fleet: Any, root: Path, base_spec: Path, *, champion: dict[str, Any],
+                 echo: Any = False) -> dict[str, Any] | None:
+    """The fourth release: passes the canary, is promoted and rolled out under production-like traffic,
+    and is rolled back by the watch. Returns the release (``problems`` empty when everything was rolled
+    back as it should be), or None when the canary did not let it through.
+
+    Args:
+        champion: the release the fleet serves before (``release_id`` and ``version``; promoted, rolled out).
+    """
+    from .local.traffic import TrafficLoop
+    from .local.watch_demo import golden_rows, register_petal_table_model, traffic_bodies, write_watched_spec
+    from .spec import load_spec
+
+    t0 = time.monotonic()
+    spec = write_watched_spec(base_spec, root / "spec")
+    fitted, x, _ = fit_iris(c=10.0)
+    version = register_petal_table_model(str(stack.tracking_uri), fitted, x, model_name=MODEL_NAME)
+    release_id = new_release_id("iris")
+    print(f"[demo] release 4: {MODEL_NAME} version {version}, {FOURTH}, as {release_id}; spec {spec} "
+          f"(serve.watch on, bake a few seconds)", flush=True)
+    name, golden = golden_rows(spec)
+    traffic = TrafficLoop(fleet.fleet, load_spec(spec).name, traffic_bodies(name, golden), max_s=TRAFFIC_MAX_S,
+                          max_requests=TRAFFIC_MAX_REQUESTS)
+    stack.extra_env["PYTHONUNBUFFERED"] = "1"  # each line of the run as it happens: the traffic starts on one
+    try:
+        outcome = stack.run_dag({"spec": str(spec), "release_id": release_id}, echo=_traffic_on_rollout(traffic, echo))
+    finally:
+        traffic.stop()
+    done = _read_release(stack.workspace / release_id, release_id, version, FOURTH)
+    if done is None or done["promoted"] is None:
+        print("" if echo is True else outcome.output[-6000:], file=sys.stderr)
+        print(f"[demo] FAILED: release {release_id} ({FOURTH}) was expected to pass the canary and be promoted but was "
+              f"not (airflow exit {outcome.returncode}, state {outcome.state}); its workspace is "
+              f"{stack.workspace / release_id}", file=sys.stderr)
+        return None
+    done.update(_watch_findings(stack, fleet, spec, release_id, champion), seconds=time.monotonic() - t0,
+                traffic=traffic.by_server, dag_state=outcome.state)
+    if done["problems"]:
+        print("" if echo is True else outcome.output[-6000:], file=sys.stderr)
+        print("[demo] FAILED: the watch did not roll release 4 back as it should have: " + "; ".join(done["problems"]),
+              file=sys.stderr)
+    return done
+
+
+def _traffic_on_rollout(traffic: Any, echo: Any) -> Any:
+    """The run's echo predicate, which also starts ``traffic`` when the run's rollout task starts: the
+    watch judges user traffic, and production sends some all the time; the canary before it is left alone."""
+    mark = f"[DAG TEST] starting task_id={ROLLOUT} "
+
+    def seen(line: str) -> bool:
+        if mark in line and not traffic.started:
+            traffic.start()
+            print(f"[demo] production-like traffic to the fleet starts (at most {TRAFFIC_MAX_S:.0f} s, "
+                  f"{TRAFFIC_MAX_REQUESTS} requests)", flush=True)
+        return echo is True or (callable(echo) and bool(echo(line)))
+
+    return seen
+
+
+def _watch_findings(stack: Any, fleet: Any, spec: Path, release_id: str, champion: dict[str, Any]) -> dict[str, Any]:
+    """What the watch left after release 4's run (:func:`~model_release.local.watch_demo.rollback_findings`)."""
+    from .local.watch_demo import rollback_findings
+    from .spec import load_spec
+    from .store.model_store import open_store
+
+    loaded = load_spec(spec)
+    store = open_store(loaded.promote.store, s3_client=stack.s3_client())
+    found = rollback_findings(store, fleet.fleet, entry=loaded.name, bad=release_id, good=champion["release_id"],
+                              good_version=champion["version"], model_name=MODEL_NAME, tracking_uri=str(stack.tracking_uri),
+                              alias=loaded.promote.mlflow_alias or "production", airflow_db=stack.airflow_home / "airflow.db")
+    return {"rollout": found["record"], "event": found["event"], "serving": found["serving"],
+            "ledger": found["ledger"], "problems": found["problems"]}
+
+
+def _rollout_record(stack: Any, release_id: str) -> dict[str, Any] | None:
+    """The newest roll-out record of ``release_id`` in the demo's store (None: it was not rolled out)."""
+    from .serve.record import read_records
+    from .spec import load_spec
+    from .store.model_store import open_store
+
+    spec = load_spec(PROJECT_SPEC)
+    store = open_store(spec.promote.store, s3_client=stack.s3_client())
+    return next((r for r in reversed(read_records(store, spec.promote.channel)) if r["release_id"] == release_id), None)
+
+
+def _print_summary(releases: list[dict[str, Any]], seconds: float, store_copy: Path, n: int) -> None:
     promoted = [r for r in releases if r["promoted"]]
-    print(f"[demo] done in {time.monotonic() - started:.0f} s: {len(promoted)} of {len(releases)} releases promoted, "
-          f"{len(releases) - len(promoted)} blocked by the canary")
+    rolled_back = [r for r in releases if r.get("problems") == []]
+    print(f"[demo] done in {seconds:.0f} s: {len(promoted)} of {len(releases)} releases promoted, "
+          f"{len(releases) - len(promoted)} blocked by the canary, {len(rolled_back)} rolled back by the watch")
     for r in releases:
         _print_release(r)
-    print(f"  the store ({n} objects) is copied to {store_copy}; channels/production.json names {promoted[-1]['release_id']}")
-    return 0
+    serving = next((r["rollout"]["release_id"] for r in reversed(releases) if r.get("rollout") and r["rollout"]["outcome"] == "done"), None)
+    print(f"  the store ({n} objects) is copied to {store_copy}; channels/production.json names "
+          f"{serving or promoted[-1]['release_id']}")
 
 
 def _read_release(ws: Path, release_id: str, version: str, what: str) -> dict[str, Any] | None:
@@ -183,8 +324,34 @@ def _print_release(r: dict[str, Any]) -> None:
               f"MLflow alias {p['mlflow_alias']} -> v{r['version']}; {p['objects']} objects")
     else:
         print("    nothing promoted; the channel still points at the champion")
+    if r.get("rollout"):
+        _print_rollout(r)
     print(f"    report: {canary['report_json']}")
     print(f"            {canary['report_html']}")
+    print(f"    time: {r['seconds']:.0f} s (training, the DAG run" + (", the roll-out and the watch)" if r.get("rollout") else ")"))
+
+
+def _print_rollout(r: dict[str, Any]) -> None:
+    """The roll-out of a promoted release and, for one the watch rolled back, what the watch did."""
+    rec = r["rollout"]
+    servers = ", ".join(f"{s['server']} {s['outcome']}" for s in rec["servers"])
+    print(f"    roll-out + watch: {rec['seconds']:.1f} s, {rec['outcome']} ({servers})")
+    for w in rec.get("watch") or []:
+        print(f"      watch, wave {w['wave']}: {w['outcome']}: {w['sentence']}")
+    if "problems" not in r:
+        return
+    print(f"      rolled back: servers {r['serving']}; channel pointer back to {(rec.get('pointer_back') or {}).get('to_release')}; "
+          f"MLflow alias {(rec.get('pointer_back') or {}).get('mlflow_alias')!r} back; ledger: {r['ledger'].get('state')} "
+          f"({str(r['ledger'].get('reason', ''))[:60]}...)")
+    event = r["event"]
+    print(f"      channel Asset event: {event.get('action')} by the {event.get('by')}, "
+          f"{event.get('previous_release')} -> {event.get('release_id')}")
+    for name, t in r["traffic"].items():
+        print(f"      traffic to {name}: {t.answered} answered, {t.failed} failed"
+              + (f" (first: {t.first_error[:120]})" if t.first_error else ""))
+    print(f"    DAG run: {r['dag_state']} (finish records the rejection in production)")
+    for problem in r["problems"]:
+        print(f"    PROBLEM: {problem}")
 
 
 if __name__ == "__main__":

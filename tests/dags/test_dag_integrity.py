@@ -27,6 +27,8 @@ print(json.dumps({
     "tasks": {d.dag_id: sorted(d.task_ids) for d in dags},
     "queues": {d.dag_id: {t.task_id: t.queue for t in d.tasks} for d in dags},
     "docs": {d.dag_id: bool(d.doc_md) for d in dags},
+    "upstream": {d.dag_id: {t.task_id: sorted(t.upstream_task_ids) for t in d.tasks} for d in dags},
+    "outlets": {d.dag_id: {t.task_id: [f"{type(o).__name__}:{o.name}" for o in t.outlets] for t in d.tasks} for d in dags},
     "schedules": {d.dag_id: d.schedule if d.schedule is None or isinstance(d.schedule, str)
                   else [a.name for a in d.schedule] if isinstance(d.schedule, (list, tuple)) else str(d.schedule)
                   for d in dags},
@@ -62,6 +64,11 @@ def test_release_dag_shape() -> None:
     assert info["queues"]["model_release"]["tensorrt"] == "gpu"
     assert info["queues"]["model_release"]["export"] != "gpu"
     assert all(info["docs"].values()), "every DAG has doc_md"
+    # finish settles the ledger after the roll-out, so a rejection by the watch is the run's verdict
+    assert info["upstream"]["model_release"]["finish"] == ["promote", "rollout", "start"]
+    # promote emits the channel's Asset event; rollout only through its alias (a rollback by the watch)
+    assert info["outlets"]["model_release"]["promote"] == ["Asset:model_release_channel_production"]
+    assert info["outlets"]["model_release"]["rollout"] == ["AssetAlias:model_release_channel_production_watch_rollbacks"]
 
 
 def test_one_scheduled_dag_per_spec_with_the_specs_schedule() -> None:

@@ -157,6 +157,9 @@ def test_errors_only_production_sends_roll_everything_back_within_one_bake(tmp_p
             loop.wait_for(30)
         assert [serving(store, s) for s in fleet.servers] == [first.release_id] * 2
     assert "the ledger marks" in str(caught.value) and "pointer moved back" in str(caught.value)
+    facts = caught.value.rollback  # what the release DAG's rollout task puts in the channel's Asset event
+    assert facts is not None and (facts["release_id"], facts["to_release"], facts["wave"]) == (bad.release_id, first.release_id, 1)
+    assert facts["servers"] == ["serve-1"] and facts["pointer_moved"] and facts["reason"].startswith(ROLLED_BACK)
     assert loop.traffic.failures == [] and loop.traffic.mixed == []  # the golden-like traffic never saw it
     record = read_records(store, CHANNEL)[-1]
     assert record["release_id"] == bad.release_id and record["outcome"] == "rolled back"

@@ -1,9 +1,11 @@
 """The release DAG's shape, built once for the manual DAG and for every scheduled one (``dags/``).
 
 ``start -> intake -> export -> tensorrt (queue gpu) -> assemble -> canary (pool triton_canary) -> promote
--> rollout`` (one at a time by its lock in the store; skipped without a fleet), and ``finish`` whatever happened (``trigger_rule="all_done"``), which settles the run's claim in the
-channel's ledger. Task bodies are one line into :mod:`model_release.airflow.tasks`; nothing heavy is
-imported at parse time.
+-> rollout`` (one at a time by its lock in the store; skipped without a fleet), and ``finish`` whatever happened
+(``trigger_rule="all_done"``, after the roll-out), which settles the run's claim in the channel's ledger.
+``promote`` emits the channel's Asset event; ``rollout`` emits one only when its watch rolled the release
+back (through the channel's rollback alias, so an ordinary roll-out emits nothing). Task bodies are one
+line into :mod:`model_release.airflow.tasks`; nothing heavy is imported at parse time.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import os
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import DAG, Asset, get_current_context, task
+from airflow.sdk import DAG, Asset, AssetAlias, get_current_context, task
 
 from ..stages import ASSEMBLE, CANARY, EXPORT, FINISH, INTAKE, PROMOTE, ROLLOUT, START, TENSORRT
 
@@ -25,6 +27,15 @@ RETRY_DELAY = timedelta(seconds=float(os.environ.get("MODEL_RELEASE_RETRY_DELAY_
 def channel_asset(channel: str) -> Asset:
     """The Asset a channel's promotions (and rollbacks) emit events on; downstream DAGs schedule on it."""
     return Asset(name=f"model_release_channel_{channel}", uri=f"model-release://channels/{channel}")
+
+
+def watch_rollback_alias(channel: str) -> AssetAlias:
+    """The alias the rollout task emits the channel's Asset event through when its watch rolled back.
+
+    A task's plain Asset outlet emits an event on every success; through an alias the roll-out emits
+    one only when it adds the channel's Asset (a rollback by the watch), never for an ordinary roll-out.
+    """
+    return AssetAlias(name=f"model_release_channel_{channel}_watch_rollbacks")
 
 
 def registry_asset(spec_name: str) -> Asset:
@@ -143,11 +154,18 @@ def build_release_dag(dag: DAG, *, channel: str, scheduled: bool, retry_delay: t
             }
         return ref
 
-    @task(task_id=ROLLOUT, **retries)  # one at a time: the roll-out's lock in the store
+    rollbacks = watch_rollback_alias(channel)
+
+    @task(task_id=ROLLOUT, outlets=[rollbacks], **retries)  # one at a time: the roll-out's lock in the store
     def rollout_task(ref: dict) -> dict:
         from model_release.airflow import tasks
 
-        return tasks.rollout(ref, get_current_context()["run_id"])
+        ctx = get_current_context()
+        result = tasks.rollout(ref, ctx["run_id"])
+        extra = tasks.watch_rollback_event(result)
+        if extra is not None and extra["channel"] == channel:  # the watch rolled back: the channel's consumers hear it
+            ctx["outlet_events"][rollbacks].add(asset, extra=extra)
+        return result
 
     @task(task_id=FINISH, trigger_rule="all_done", **retries)
     def finish() -> dict:
@@ -159,6 +177,6 @@ def build_release_dag(dag: DAG, *, channel: str, scheduled: bool, retry_delay: t
 
     ref = start()
     done = promote(canary(assemble(tensorrt(export(intake(ref))))))
-    rollout_task(done)
+    rolled = rollout_task(done)
     settled = finish()
-    [ref, done] >> settled
+    [ref, done, rolled] >> settled  # after the roll-out: a watch's rejection in production is the run's verdict

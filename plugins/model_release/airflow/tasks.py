@@ -274,11 +274,17 @@ def promote(data: dict[str, Any]) -> dict[str, Any]:
 
 @no_retry_on_user_error
 def rollout(data: dict[str, Any], run_id: str | None = None) -> dict[str, Any]:
-    """Roll the promoted release out to the channel's serving fleet; skipped without a promotion or a fleet."""
+    """Roll the promoted release out to the channel's serving fleet; skipped without a promotion or a fleet.
+
+    Returns the roll-out's outcome; when the watch rolled the release back (fleet, pointer, alias and
+    ledger back on the old release), ``outcome`` is :data:`ROLLED_BACK_OUTCOME` and ``rolled_back``
+    holds the facts for the channel's Asset event (:func:`watch_rollback_event`) instead of a failure.
+    """
     from airflow.sdk.exceptions import AirflowSkipException
 
     from ..serve.guard import describe
     from ..serve.stage import rollout_release
+    from ..serve.watch import WatchFailed
     from .hooks import serving_fleet
 
     ref = ReleaseRef.from_dict(data)
@@ -296,11 +302,41 @@ def rollout(data: dict[str, Any], run_id: str | None = None) -> dict[str, Any]:
     if spec.promote.mlflow_alias:  # a watch that rolls back moves the alias back with the pointer
         tracking_uri = MlflowHook((ref.connections or {}).get("mlflow_conn_id", MlflowHook.default_conn_name)).tracking_uri()
         check_tracking_uri(tracking_uri)
-    record = rollout_release(_store_for(spec, ref.connections), fleet, spec.serve, release_id=promoted["release_id"],
-                             cache_dir=Path(_local_root()) / "serve-cache", run=run_id, tracking_uri=tracking_uri,
-                             alias=spec.promote.mlflow_alias or "production", resolve_path=spec.resolve_path)
+    try:
+        record = rollout_release(_store_for(spec, ref.connections), fleet, spec.serve, release_id=promoted["release_id"],
+                                 cache_dir=Path(_local_root()) / "serve-cache", run=run_id, tracking_uri=tracking_uri,
+                                 alias=spec.promote.mlflow_alias or "production", resolve_path=spec.resolve_path)
+    except WatchFailed as exc:
+        if exc.rollback is None:  # nothing to go back to: the release still serves, a person must act
+            raise
+        # the watch did its job: the fleet, the pointer, the alias and the ledger are back on the old
+        # release; the task succeeds so that its Asset event tells the channel's consumers, and
+        # finish fails the run (the ledger says rejected in production)
+        log.error("%s", exc)
+        return {"release_id": promoted["release_id"], "outcome": ROLLED_BACK_OUTCOME, "channel": promoted["channel"],
+                "store": promoted.get("store_uri"), "rolled_back": exc.rollback, "message": exc.message}
     return {"release_id": record.release_id, "outcome": record.outcome, "seq": record.seq,
             "servers": {s.server: s.outcome for s in record.servers}, "watch": describe(record)}
+
+
+#: the rollout task's ``outcome`` when the watch rolled the release back
+ROLLED_BACK_OUTCOME = "rolled back"
+
+
+def watch_rollback_event(result: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The channel Asset event's ``extra`` for a roll-out the watch rolled back; None for any other outcome.
+
+    Shaped like the rollback DAG's (``action``, ``release_id`` the channel serves now,
+    ``previous_release``, ``store``, ``channel``), with ``by: watch``, the ``reason`` and the wave.
+    """
+    rolled = (result or {}).get("rolled_back")
+    if not result or result.get("outcome") != ROLLED_BACK_OUTCOME or not rolled:
+        return None
+    return {
+        "action": "rollback", "by": "watch", "release_id": rolled["to_release"], "previous_release": rolled["release_id"],
+        "store": result.get("store"), "channel": result["channel"], "reason": rolled["reason"], "wave": rolled["wave"],
+        "servers": list(rolled.get("servers") or []), "mlflow_alias": rolled.get("mlflow_alias"),
+    }
 
 
 def _run_record(ref: ReleaseRef) -> dict[str, Any]:
@@ -319,8 +355,8 @@ def finish(data: dict[str, Any] | None, *, nothing_new: str | None = None) -> di
 
     Runs after every other task, whatever they did (``trigger_rule="all_done"``); skips when the
     run claimed nothing (a scheduled run with nothing new, ``nothing_new`` the reason start gave). It
-    fails (so the DAG run does) when start failed or the release was rejected or failed: it is the
-    run's last task, and its state is the run's.
+    fails (so the DAG run does) when start failed or the release was rejected or failed, also when
+    the roll-out's watch rejected it in production: it is the run's last task, and its state is the run's.
     """
     from airflow.sdk.exceptions import AirflowSkipException
 
@@ -348,6 +384,8 @@ def finish(data: dict[str, Any] | None, *, nothing_new: str | None = None) -> di
         return {"state": "unclaimed", "reason": reason}
     entry = ledger.settle(store, claim["channel"], claim["model"], claim["version"], release_id=ref.release_id,
                           run=ref.run, state=state, reason=reason)
+    if entry is not None and entry.get("state") == ledger.REJECTED and state == ledger.RELEASED:
+        state, reason = ledger.REJECTED, entry.get("reason", "")  # the watch rolled it back: that verdict stands
     if state != ledger.RELEASED:  # the run's state says what happened to the release, not that bookkeeping worked
         raise AirflowFailException(f"release {ref.release_id} of {claim['model']} v{claim['version']} {state}: {reason}"
                                    + ("" if entry is not None else " (the ledger entry belongs to another run now)"))

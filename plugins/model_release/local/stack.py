@@ -71,6 +71,8 @@ class EmbeddedStack:
         self.tracking_uri: str | None = None
         self.airflow_home = self.root / "airflow"
         self.workspace = self.root / "workspace"
+        #: more environment for the processes the stack runs (a fleet file for the rollout task)
+        self.extra_env: dict[str, str] = {}
         self._migrated = False
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -126,6 +128,7 @@ class EmbeddedStack:
             AIRFLOW__LOGGING__COLORED_CONSOLE_LOG="False",
             **connection_env(str(self.tracking_uri), self.endpoint_url),
         )
+        env.update(self.extra_env)
         env.pop("AWS_PROFILE", None)
         return env
 

@@ -176,8 +176,14 @@ def roll_back_release(ctx: WaveContext, plan: WatchPlan, verdict: WatchVerdict, 
     pointer = _move_pointer_back(ctx, plan, old_id)
     rejected = _reject(ctx.store, record, sentence)
     log.warning("%s: %s; servers back on %s, %s, %s", record.release_id, sentence, old_id, pointer, rejected)
-    return WatchFailed(f"{record.release_id}: {sentence} (wave {wave_no}); every server is back on {old_id}, "
-                       f"{pointer}, {rejected}; {verdict.what_to_do}", stage="watch")
+    failed = WatchFailed(f"{record.release_id}: {sentence} (wave {wave_no}); every server is back on {old_id}, "
+                         f"{pointer}, {rejected}; {verdict.what_to_do}", stage="watch")
+    failed.rollback = {
+        "release_id": record.release_id, "to_release": old_id, "reason": sentence, "wave": wave_no,
+        "servers": [s.server for s in record.rolled_back], "pointer_moved": record.pointer_back is not None,
+        "mlflow_alias": (record.pointer_back or {}).get("mlflow_alias"),
+    }
+    return failed
 
 
 def _move_pointer_back(ctx: WaveContext, plan: WatchPlan, old_id: str) -> str:

@@ -49,9 +49,15 @@ class Clock:
 
 
 class WatchFailed(GateError):
-    """The watch saw the new release cross a limit: the roll-out rolled it back."""
+    """The watch saw the new release cross a limit: the roll-out rolled it back.
+
+    ``rollback``: what was rolled back, when anything was (``release_id``, ``to_release``, ``reason``,
+    ``wave``, ``servers``, ``pointer_moved``, ``mlflow_alias``); None when the channel served no earlier
+    release to go back to.
+    """
 
     kind = "watch"
+    rollback: dict | None = None
 
 
 class WatchInconclusive(Inconclusive):
