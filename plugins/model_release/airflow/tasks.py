@@ -258,7 +258,7 @@ def inconclusive_next(exc: Inconclusive, policy: InconclusiveSpec, reschedules: 
 
 @no_retry_on_user_error
 def promote(data: dict[str, Any]) -> dict[str, Any]:
-    """Promote the release; returns the reference with ``stages["promote"]`` the PromoteResult (None: not asked to)."""
+    """Promote the release; returns the reference with ``stages[PROMOTE]`` the PromoteResult (None: not asked to)."""
     from ..pipeline import run_promote
 
     ref = ReleaseRef.from_dict(data)
@@ -288,7 +288,7 @@ def rollout(data: dict[str, Any], run_id: str | None = None) -> dict[str, Any]:
     from .hooks import serving_fleet
 
     ref = ReleaseRef.from_dict(data)
-    promoted = (ref.stages or {}).get("promote") or {}
+    promoted = (ref.stages or {}).get(PROMOTE) or {}
     spec = ref.spec()
     if not promoted.get("release_id"):
         raise AirflowSkipException("nothing was promoted in this run: nothing to roll out")

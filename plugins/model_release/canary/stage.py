@@ -18,6 +18,7 @@ from typing import Any
 from ..errors import CanaryInconclusive, CanaryRejected, UserError
 from ..provenance import trigger
 from ..spec import DEFAULT_MIN_GOLDEN_ROWS, ReleaseSpec
+from ..stages import CANARY
 from ..triton.delivery import RemoteCanary
 from ..types import AssembleResult, CanaryResult, ExportResult, IntakeResult
 from ..workspace import Workspace
@@ -75,7 +76,7 @@ def run_canary(
         ServiceUnavailable: the Triton, or the store holding the champion, could not be reached.
         GpuUnavailable: the repository holds a model the local CPU Triton cannot serve (a TensorRT plan).
     """
-    folder = ws.stage_dir("canary", fresh=True)
+    folder = ws.stage_dir(CANARY, fresh=True)
     t0 = time.perf_counter()
     report = CanaryReport(
         release_id=ws.release_id, release=spec.name,

@@ -1,6 +1,6 @@
 """The latency gates' ratios to the champion as intervals: a busy canary's noise is inconclusive, not a coin flip.
 
-The load phase runs candidate and champion in alternating windows, and :func:`~model_release.canary.load.paired_ratios`
+The load phase runs candidate and champion in alternating windows, and :func:`~model_release.canary.measure.load.paired_ratios`
 gives one ratio per window pair (``p99_ratios``, ``throughput_ratios``). A ratio's interval is the
 geometric mean of the pairs' ratios with Student's t bounds on their logs (each one-sided at the
 gate's confidence): a ratio is multiplicative, and a slow pair doubles as much as a fast one halves.

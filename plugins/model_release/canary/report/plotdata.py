@@ -200,7 +200,7 @@ def latency_buckets(histogram: Histogram) -> dict[str, Any]:
 
 
 def histogram_of(latencies_ms: Sequence[float]) -> Histogram:
-    """A :class:`~.load.Histogram` of latencies in ms (the replay's, when there was no load phase)."""
+    """A :class:`~..measure.load.Histogram` of latencies in ms (the replay's, when there was no load phase)."""
     h = Histogram()
     for ms in latencies_ms:
         h.record(ms / 1e3)

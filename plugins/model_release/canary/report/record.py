@@ -52,7 +52,7 @@ def served_figures(report: CanaryReport) -> dict[str, float]:
 
 
 class MlflowRecorder:
-    """A recorder (see :func:`~.stage.run_canary`) logging the verdict to MLflow, then attaching the written report."""
+    """A recorder (see :func:`~model_release.canary.stage.run_canary`) logging the verdict to MLflow, then attaching the written report."""
 
     def __init__(self, tracking_uri: str, intake: IntakeResult, export: ExportResult) -> None:
         self.tracking_uri, self.intake, self.export = tracking_uri, intake, export
@@ -87,7 +87,7 @@ REPORT_ARTIFACTS = "canary"
 
 
 def mlflow_recorder(tracking_uri: str, intake: IntakeResult, export: ExportResult) -> MlflowRecorder:
-    """A recorder (see :func:`~.stage.run_canary`) logging the verdict to MLflow at ``tracking_uri``."""
+    """A recorder (see :func:`~model_release.canary.stage.run_canary`) logging the verdict to MLflow at ``tracking_uri``."""
     return MlflowRecorder(tracking_uri, intake, export)
 
 
