@@ -39,7 +39,7 @@ from typing import Any
 from ..errors import ServiceUnavailable
 from ..store.keys import WORKSPACES
 from .ports import free_port
-from .procs import signal_pids, stop_group
+from .procs import StartedOnEnter, signal_pids, stop_group
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ class Proc:
 
 
 @dataclass
-class DistributedStack:
+class DistributedStack(StartedOnEnter):
     """The whole distributed deployment under ``root`` (see the module docstring)."""
 
     root: Path
@@ -106,17 +106,6 @@ class DistributedStack:
         self.root = Path(self.root).resolve()
 
     # -- lifecycle ----------------------------------------------------------------------------
-    def __enter__(self) -> "DistributedStack":
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
     def start(self) -> None:
         """Start everything in waves of services started side by side (each wave needs the one before):
         Postgres, Redis and the S3 server; then the MLflow server, the Triton canary and Airflow (its

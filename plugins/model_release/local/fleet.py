@@ -29,7 +29,7 @@ READY_TIMEOUT = 180.0
 STOP_TIMEOUT = 30.0
 
 
-class LocalFleet:
+class LocalFleet(procs.StartedOnEnter):
     """``count`` serving Tritons under ``root`` (``serve-1``, ``serve-2``, ...) for ``channel``.
 
     Attributes:
@@ -44,17 +44,6 @@ class LocalFleet:
         self.fleet: Fleet | None = None
         self._id = f"fleet-{uuid.uuid4().hex[:12]}"  # marks every process this fleet starts, and only those
         self._procs: list[subprocess.Popen[bytes]] = []
-
-    def __enter__(self) -> "LocalFleet":
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def start(self) -> Fleet:
         """Start the servers side by side, wait until each is ready, write the fleet file."""

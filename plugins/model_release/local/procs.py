@@ -181,3 +181,29 @@ def _kill_group(proc: subprocess.Popen[Any], settle: float) -> None:
         proc.wait(timeout=max(0.0, deadline - time.monotonic()) or 0.05)
     except subprocess.TimeoutExpired:
         pass
+
+
+class StartedOnEnter:
+    """A context manager for what starts processes: ``with X(...) as x`` starts it, and stops whatever did
+    start when starting fails part-way (a Ctrl-C included); leaving the block stops it.
+
+    Subclasses define ``start()`` and ``stop()``; ``stop()`` must be safe to call on a half-started object.
+    """
+
+    def start(self) -> object:  # pragma: no cover - every subclass defines it
+        raise NotImplementedError
+
+    def stop(self) -> None:  # pragma: no cover - every subclass defines it
+        raise NotImplementedError
+
+    def __enter__(self):  # noqa: ANN204 - the subclass's own type
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+

@@ -27,6 +27,8 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
+from .procs import StartedOnEnter
+
 log = logging.getLogger(__name__)
 
 PROJECT = Path(__file__).resolve().parents[3]
@@ -56,7 +58,7 @@ class DagRunOutcome:
     output: str
 
 
-class EmbeddedStack:
+class EmbeddedStack(StartedOnEnter):
     """MLflow (SQLite) + S3 (moto server) + an Airflow home, under ``root``.
 
     Args:
@@ -92,16 +94,6 @@ class EmbeddedStack:
         if self.moto is not None:
             self.moto.stop()
             self.moto = None
-
-    def __enter__(self) -> "EmbeddedStack":
-        try:
-            return self.start()
-        except BaseException:
-            self.stop()
-            raise
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # -- what other processes need -----------------------------------------------------------
     @property
