@@ -117,8 +117,9 @@ def export_members(spec: ReleaseSpec, ws: Workspace, intake: IntakeResult) -> di
         label = f'member "{key}" ({ref.source} v{member.version})'
         try:
             result = export(member_spec(spec, key, ref), member, MemberWorkspace(ws, key))
-        except ModelReleaseError as exc:
-            raise exc.restated(f"{label} {exc.message}") from None
+        except ModelReleaseError as exc:  # the fix names the member's own tolerances, not the release's
+            own = f"repository.{spec.repository.shape}.tolerances.{key}."
+            raise exc.restated(f"{label} {exc.message.replace('export.tolerances.', own)}") from None
         log.info("export: %s %s", what, f"v{member.version} reused from the export cache (not converted again)"
                  if result.cached else f"v{member.version} converted and checked")
         done[key] = result.to_dict()
