@@ -2,16 +2,15 @@
 
 A cascade or fan-out is a pipeline of trained models. A member is this release's own model
 (``release``), a registered model (by alias or fixed version), or a path to an ``.onnx`` file, which
-is recorded as *unregistered* (no lineage, no version). This module is the groundwork issue 21's
-second part builds on:
+is recorded as *unregistered* (no lineage, no version; its file's sha256 in the manifest):
 
 - :func:`parse_member` reads a member reference (the spec's validator uses it);
 - :func:`resolve_members` pins every registered member to one version (one registry call each)
   and returns its lineage: name, version, run id, the alias at the time, the version's source;
 - :func:`pipeline_identity` is the one string a release of a pipeline is known by (every member's
   version), for the ledger and the schedule;
-- :func:`changed_members` says which members moved since a previous release's lineage (the others
-  can be reused from the export cache).
+- :func:`changed_members` says which members moved since a previous release's lineage (the canary
+  report names them against the champion).
 
 The stages use them through :mod:`model_release.member_stages` (intake and export of each
 registered member); the manifest's ``members`` section is :func:`manifest_members`. This module
