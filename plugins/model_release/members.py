@@ -2,18 +2,19 @@
 
 A cascade or fan-out is a pipeline of trained models. A member is this release's own model
 (``release``), a registered model (by alias or fixed version), or a path to an ``.onnx`` file, which
-is recorded as *unregistered* (no lineage, no version). This module is the groundwork issue 21's
-second part builds on:
+is recorded as *unregistered* (no lineage, no version; its file's sha256 in the manifest):
 
 - :func:`parse_member` reads a member reference (the spec's validator uses it);
 - :func:`resolve_members` pins every registered member to one version (one registry call each)
   and returns its lineage: name, version, run id, the alias at the time, the version's source;
 - :func:`pipeline_identity` is the one string a release of a pipeline is known by (every member's
   version), for the ledger and the schedule;
-- :func:`changed_members` says which members moved since a previous release's lineage (the others
-  can be reused from the export cache).
+- :func:`changed_members` says which members moved since a previous release's lineage (the canary
+  report names them against the champion).
 
-Not yet wired into intake, export, assemble or the ledger: see the README's registry section.
+The stages use them through :mod:`model_release.member_stages` (intake and export of each
+registered member); the manifest's ``members`` section is :func:`manifest_members`. This module
+imports neither the spec nor a stage (the spec's validator and the ledger use it).
 """
 
 from __future__ import annotations
@@ -113,12 +114,13 @@ def resolve_members(tracking_uri: str | None, members: dict[str, str]) -> dict[s
 def pipeline_identity(lineage: dict[str, Lineage]) -> str:
     """The versions of all members, in member order: ``large=iris-large/2,small=iris-small/5``.
 
-    An unregistered member counts by its path (its bytes are checked by the manifest's digest).
+    The release's own model counts by its name and version, as a registered member; an unregistered
+    member by its path (its bytes are checked by the manifest's digest).
     """
     parts = []
     for key in sorted(lineage):
         item = lineage[key]
-        parts.append(f"{key}={item.name}/{item.version}" if item.kind == "registered" else f"{key}={item.source}")
+        parts.append(f"{key}={item.name}/{item.version}" if item.kind != "unregistered" else f"{key}={item.source}")
     return ",".join(parts)
 
 
@@ -129,4 +131,41 @@ def changed_members(lineage: dict[str, Lineage], previous: dict[str, dict[str, A
         return sorted(lineage)
     return sorted(k for k, item in lineage.items()
                   if (previous.get(k) or {}).get("name") != item.name or (previous.get(k) or {}).get("version") != item.version
-                  or (item.kind != "registered" and (previous.get(k) or {}).get("source") != item.source))
+                  or (item.kind == "unregistered" and (previous.get(k) or {}).get("source") != item.source))
+
+
+# --- a pipeline's members as the spec, the manifest and the ledger see them ---------------------
+
+#: the folder under a stage's folder that holds its members' output, one folder per member key
+MEMBERS_DIR = "members"
+
+
+def pipeline_members(spec: Any) -> dict[str, str]:
+    """The spec's members, key -> reference (``small``/``large``, the fan-out's keys); {} for other shapes."""
+    repo = spec.repository
+    if repo.shape == "cascade" and repo.cascade is not None:
+        return repo.cascade.members()
+    if repo.shape == "fanout" and repo.fanout is not None:
+        return dict(repo.fanout.members)
+    return {}
+
+
+def manifest_members(intake: Any, export: Any) -> dict[str, dict[str, Any]]:
+    """The manifest's ``members`` section: each member's lineage and, registered, its ONNX sha256 and cache use."""
+    section = {}
+    for key, item in intake.members.items():
+        entry = dict(item["lineage"])
+        exported = export.members.get(key)
+        if exported is not None:
+            entry.update(onnx_sha256=exported["onnx_sha256"], cached=exported["cached"])
+        elif entry["kind"] == RELEASE:
+            entry.update(onnx_sha256=export.onnx_sha256, cached=export.cached)
+        section[key] = entry
+    return section
+
+
+def lineage_of(section: dict[str, dict[str, Any]]) -> dict[str, Lineage]:
+    """The manifest's (or intake's) ``members`` lineage read back as :class:`Lineage` values."""
+    fields = set(Lineage.__dataclass_fields__)
+    return {k: Lineage(**{f: v for f, v in (item.get("lineage", item)).items() if f in fields})
+            for k, item in section.items()}

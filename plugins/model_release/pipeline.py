@@ -150,17 +150,31 @@ def _owned(ws: Workspace, owner: str | None) -> bool:
 
 
 def run_intake(spec: ReleaseSpec, ws: Workspace, services: Services) -> IntakeResult:
+    """The intake stage: the release's model and, in a cascade or fan-out, every registered member."""
     from .intake import resolve
+    from .member_stages import intake_members
+
+    def stage() -> IntakeResult:
+        result = resolve(spec, ws, tracking_uri=services.tracking_uri)
+        result.members = intake_members(spec, ws, result, tracking_uri=services.tracking_uri)
+        return result
 
     log.info("intake: resolving %s", spec.model.uri)
-    return run_stage(ws, INTAKE, resolve, spec, ws, tracking_uri=services.tracking_uri)
+    return run_stage(ws, INTAKE, stage)
 
 
 def run_export(spec: ReleaseSpec, ws: Workspace, intake: IntakeResult) -> ExportResult:
+    """The export stage: the release's model and every registered member, each behind its parity gate."""
     from .export import export
+    from .member_stages import export_members
+
+    def stage() -> ExportResult:
+        result = export(spec, intake, ws)
+        result.members = export_members(spec, ws, intake)
+        return result
 
     log.info("export: %s version %s to ONNX (opset %s)", intake.model_name, intake.version, spec.export.opset)
-    return run_stage(ws, EXPORT, export, spec, intake, ws)
+    return run_stage(ws, EXPORT, stage)
 
 
 def run_tensorrt(spec: ReleaseSpec, ws: Workspace, export: ExportResult) -> TensorRTResult:

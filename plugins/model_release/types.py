@@ -79,6 +79,9 @@ class IntakeResult(_Serialisable):
     name_map: dict[str, str] = field(default_factory=dict)
     classes: list[Any] | None = None
     tracking_uri: str | None = None
+    #: a cascade's or fan-out's members: key -> {"lineage": {...}, "intake": this class as a dict for a
+    #: registered member, else None} (:func:`model_release.members.intake_members`)
+    members: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def model_uri(self) -> str:
@@ -109,6 +112,8 @@ class ExportResult(_Serialisable):
     parity_report: str = ""
     #: truth.npz (``target``: the ground truth of each golden row) when the spec names golden.target
     truth_path: str = ""
+    #: a pipeline's registered members, key -> this class as a dict (their ONNX files under export/members/<key>/)
+    members: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def headline(self) -> str:
         how = self.converter.get("parity") or f"checked on {self.golden_rows} golden rows"

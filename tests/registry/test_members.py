@@ -83,13 +83,12 @@ def test_a_member_that_does_not_exist_is_named(registry) -> None:
         resolve_members(uri, {"small": "release", "large": "models:/iris-large@champion"})
 
 
-def test_a_spec_naming_a_registered_member_is_refused_until_the_pipeline_releases_them() -> None:
+def test_a_cascade_member_is_a_file_or_a_registered_model_and_nothing_else() -> None:
     from pydantic import ValidationError
 
     from model_release.spec.shapes import CascadeSpec
 
     assert CascadeSpec(small="release", large="large.onnx", threshold=0.9).large == "large.onnx"
-    with pytest.raises(ValidationError, match="registered members are not released by this pipeline yet"):
-        CascadeSpec(small="release", large="models:/iris-large@candidate", threshold=0.9)
+    assert CascadeSpec(small="release", large="models:/iris-large@candidate", threshold=0.9).large == "models:/iris-large@candidate"
     with pytest.raises(ValidationError, match="models:/NAME@ALIAS, models:/NAME/VERSION or a path to an .onnx file"):
         CascadeSpec(small="release", large="large.pt", threshold=0.9)

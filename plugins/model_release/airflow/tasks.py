@@ -129,9 +129,11 @@ def start(params: dict[str, Any], run_id: str, run_after: Any, *, run: dict[str,
     tracking_uri = MlflowHook().tracking_uri()
     check_tracking_uri(tracking_uri)  # a bad URI is refused in one line before MLflow is asked anything
     version = ledger.candidate_version(tracking_uri, spec.model.name, spec.model.alias, spec.model.version)
+    # a cascade or fan-out is known by every member's version: new when any member's alias moved
+    claimed = ledger.pipeline_version(version, ledger.candidate_identity(tracking_uri, spec, version))
     force = bool(params.get("force_retry", False))
     if scheduled:
-        new, why = ledger.is_new(store, spec.promote.channel, spec.model.name, version)
+        new, why = ledger.is_new(store, spec.promote.channel, spec.model.name, claimed)
         rejected_only = not new and " rejected " in why
         if not new and not (force and rejected_only):
             raise AirflowSkipException(f"nothing to release: {why}")
@@ -141,12 +143,12 @@ def start(params: dict[str, Any], run_id: str, run_after: Any, *, run: dict[str,
         release_id=release_id, workspace_root=str(Path(_local_root() if store_uri else workspace).resolve()),
         spec_path=str(spec_path), overrides={**overrides, "model.version": int(version)}, promote=promote,
         model=f"models:/{spec.model.name}/{version}", workspace_store=store_uri, run=run,
-        claim={"channel": spec.promote.channel, "model": spec.model.name, "version": version},
+        claim={"channel": spec.promote.channel, "model": spec.model.name, "version": claimed},
     )
     ws = _workspace(ref)
     owner = f"airflow run {run_id}"  # the run's own retries (and a cleared run) find the workspace theirs
     preflight(spec, Services(tracking_uri=tracking_uri, open_store=lambda uri: store), promote=promote, ws=ws, owner=owner)
-    decision = ledger.claim(store, spec.promote.channel, spec.model.name, version, release_id=release_id, run=run,
+    decision = ledger.claim(store, spec.promote.channel, spec.model.name, claimed, release_id=release_id, run=run,
                             retry_rejected=force or not scheduled, retry_released=not scheduled,
                             is_active=is_active or (lambda holder: True))
     if not decision.go:

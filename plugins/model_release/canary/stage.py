@@ -9,6 +9,7 @@ into one typed :class:`~.report.document.CanaryReport`.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -27,6 +28,8 @@ from .judge.judging import Judgement, judge
 from .report.document import CanaryReport, write_reports
 from .report.plotdata import plots_of
 from .serve import Replays, load_golden, serve_and_replay
+
+log = logging.getLogger(__name__)
 
 #: finds the champion, given a folder to fetch it into
 ChampionFinder = Callable[[Path], Champion]
@@ -89,6 +92,8 @@ def run_canary(
     champion = find_champion(folder / "champion") if find_champion else Champion(
         NONE, spec.promote.channel, reason="the canary ran without a champion finder (no store or MLflow given)")
     report.champion = champion.describe()
+    if intake.members:
+        _pipeline_members(report, intake, champion)
     judgement, replays = Judgement(), None
     try:
         replays = serve_and_replay(spec, assembled, export, golden, champion, folder, endpoint, report, remote, open_store)
@@ -122,6 +127,22 @@ def _verdict(spec: ReleaseSpec, release_id: str, report: CanaryReport, judgement
         raise CanaryRejected(f"the canary of {spec.name} ({release_id}) was rejected: " + "; ".join(reasons) + f". {where}",
                              result=result)
     return result
+
+
+def _pipeline_members(report: CanaryReport, intake: IntakeResult, champion: Champion) -> None:
+    """A cascade's or fan-out's members in the report: each one's version (``model.members``) and
+    which of them changed against the champion's manifest (``champion.changed_members``; every
+    member when the champion records none: it is not a served pipeline release)."""
+    from ..members import changed_members, lineage_of
+
+    lineage = lineage_of(intake.members)
+    report.model = {**report.model, "members": {k: (f"{v.name} v{v.version}" if v.kind != "unregistered" else v.source)
+                                                for k, v in lineage.items()}}
+    theirs = (champion.manifest or {}).get("members")
+    changed = changed_members(lineage, theirs)
+    report.champion = {**(report.champion or {}), "changed_members": changed}
+    log.info("canary: the pipeline's members that changed against the champion %s: %s", champion.name or "(none)",
+             ", ".join(changed) or "none")
 
 
 def _acknowledgements(spec: ReleaseSpec) -> list[dict[str, Any]]:

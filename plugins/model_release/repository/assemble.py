@@ -90,7 +90,7 @@ def assemble(
     models_dir = release_dir / "models"
     version = spec.repository.model_version or 1
     entry = spec.name
-    models, roles, labels = _models_of_shape(spec, intake, _release_leaf(export, tensorrt))
+    models, roles, labels = _models_of_shape(spec, intake, _release_leaf(export, tensorrt), export)
     _size_bls_instances(models, spec.repository.instances)
     calls = {m.name: sorted({*m.calls, *(s.model_name for s in m.config.ensemble_scheduling.step)}) for m in models}
     for model in models:
@@ -135,7 +135,7 @@ def assemble(
 
 
 def _models_of_shape(
-    spec: ReleaseSpec, intake: IntakeResult, release_leaf: _Leaf
+    spec: ReleaseSpec, intake: IntakeResult, release_leaf: _Leaf, export: ExportResult | None = None
 ) -> tuple[list[ModelDir], dict[str, str], list[str] | None]:
     """The models of the spec's repository shape, the output roles they play, and the labels (classifier)."""
     shape = spec.repository.shape
@@ -146,10 +146,10 @@ def _models_of_shape(
         return models, {PROBABILITIES: PROBABILITIES, LABEL: LABEL}, labels
     if shape == "cascade":
         block = _block(spec.repository.cascade, shape)
-        return _cascade(spec, release_leaf, block), {PROBABILITIES: block.output, ANSWERED_BY: ANSWERED_BY}, None
+        return _cascade(spec, release_leaf, block, export), {PROBABILITIES: block.output, ANSWERED_BY: ANSWERED_BY}, None
     if shape == "fanout":
         block = _block(spec.repository.fanout, shape)
-        return _fanout(spec, release_leaf, block), {PROBABILITIES: block.output}, None
+        return _fanout(spec, release_leaf, block, export), {PROBABILITIES: block.output}, None
     raise AssembleError(  # pragma: no cover - the spec's Literal refuses it first
         f"repository.shape {shape!r} is unknown; valid: classifier, cascade, fanout, single")
 
@@ -192,9 +192,17 @@ def _release_leaf(export: ExportResult, tensorrt: TensorRTResult | None) -> _Lea
     return _Leaf(Path(export.onnx_path), list(export.inputs), list(export.outputs))
 
 
-def _member_leaf(spec: ReleaseSpec, source: str, release: _Leaf) -> _Leaf:
+def _member_leaf(spec: ReleaseSpec, key: str, source: str, release: _Leaf, export: ExportResult | None) -> _Leaf:
+    """The release's leaf, a registered member's exported ONNX file (export/members/<key>/), or the named file."""
     if source == RELEASE:
         return release
+    if source.startswith("models:/"):
+        exported = (export.members if export is not None else {}).get(key)
+        if exported is None or not Path(exported["onnx_path"]).is_file():
+            raise AssembleError(f"member {key!r} ({source}) has no exported ONNX file in the export result; "
+                                "rerun the intake and export stages")
+        return _Leaf(Path(exported["onnx_path"]), [TensorSpec.from_dict(t) for t in exported["inputs"]],
+                     [TensorSpec.from_dict(t) for t in exported["outputs"]])
     path = spec.resolve_path(source)
     inputs, outputs = onnx_io(path)
     return _Leaf(path, inputs, outputs)
@@ -378,9 +386,9 @@ def _size_bls_instances(models: list[ModelDir], instances: int) -> None:
             model.config.instance_group[0].count = max(instances, depths[model.name] + 1)
 
 
-def _cascade(spec: ReleaseSpec, release: _Leaf, block: CascadeSpec) -> list[ModelDir]:
+def _cascade(spec: ReleaseSpec, release: _Leaf, block: CascadeSpec, export: ExportResult | None = None) -> list[ModelDir]:
     name = spec.name
-    members = {key: _member_leaf(spec, source, release) for key, source in block.members().items()}
+    members = {key: _member_leaf(spec, key, source, release, export) for key, source in block.members().items()}
     inputs = _same_inputs(members)
     output = _member_output(members, block.output, "cascade")
     models = [_leaf_model(f"{name}_{key}", leaf, spec) for key, leaf in members.items()]
@@ -395,9 +403,9 @@ def _cascade(spec: ReleaseSpec, release: _Leaf, block: CascadeSpec) -> list[Mode
     return models
 
 
-def _fanout(spec: ReleaseSpec, release: _Leaf, block: FanoutSpec) -> list[ModelDir]:
+def _fanout(spec: ReleaseSpec, release: _Leaf, block: FanoutSpec, export: ExportResult | None = None) -> list[ModelDir]:
     name = spec.name
-    members = {key: _member_leaf(spec, source, release) for key, source in block.members.items()}
+    members = {key: _member_leaf(spec, key, source, release, export) for key, source in block.members.items()}
     inputs = _same_inputs(members)
     output = _member_output(members, block.output, "fanout")
     models = [_leaf_model(f"{name}_{key}", leaf, spec) for key, leaf in members.items()]

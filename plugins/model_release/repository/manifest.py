@@ -10,7 +10,10 @@ Format version 1::
                     calls: {model: [the models it calls: ensemble steps, BLS targets]}},
      "files": {"models/<model>/<version>/model.onnx": {"sha256": ..., "size": ...}, ...},
      "canary": null | {...},
-     "run": {dag_id, run_id, run_type, bundle_name, bundle_version, code_digest}   (when an Airflow run made it)}
+     "run": {dag_id, run_id, run_type, bundle_name, bundle_version, code_digest}   (when an Airflow run made it),
+     "members": {key: {member, kind, name, version, run_id, alias, source, content_digest, onnx_sha256, cached}}
+                (a cascade or fan-out only; ``kind`` is ``release``, ``registered`` or ``unregistered``,
+                an unregistered member's entry has its path as ``source`` and its ``file_sha256``)}
 
 ``canary`` is filled at promote time by :func:`finalize_manifest`, which also re-hashes the files.
 """
@@ -100,7 +103,14 @@ def build_manifest(
         },
         "files": hash_tree(release_dir, exclude=frozenset({MANIFEST_NAME})),
         "canary": None,
+        **({"members": _members(intake, export)} if intake.members else {}),
     }
+
+
+def _members(intake: IntakeResult, export: ExportResult) -> dict[str, Any]:
+    from ..members import manifest_members
+
+    return manifest_members(intake, export)
 
 
 def write_manifest(path: str | Path, manifest: dict[str, Any]) -> None:

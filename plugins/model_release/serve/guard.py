@@ -204,8 +204,8 @@ def _reject(store: ModelStore, record: RolloutRecord, sentence: str) -> str:
     model = (got[0].get("model") or {}) if got else {}
     if not model.get("name") or model.get("version") is None:
         return "the ledger was not marked (the release's manifest names no model version)"
-    try:
-        ledger.reject_in_production(store, record.channel, model["name"], model["version"],
+    try:  # a pipeline's entry is its combination of member versions (ledger.manifest_version)
+        ledger.reject_in_production(store, record.channel, model["name"], ledger.manifest_version(got[0]),
                                     release_id=record.release_id, run={"run_id": record.run}, reason=sentence)
     except ModelReleaseError as exc:
         return f"the ledger could not be marked ({exc.message})"

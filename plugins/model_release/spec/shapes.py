@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from ..safe_text import echo
-from .strict import _Strict
+from .strict import Tolerances, _Strict
 
 #: a cascade or fanout member that is this release's own exported model
 RELEASE = "release"
@@ -23,12 +23,25 @@ class DynamicBatching(_Strict):
 
 
 def _member_source(value: str) -> str:
+    """``release``, ``models:/NAME@ALIAS``, ``models:/NAME/VERSION`` or an .onnx path (see :mod:`..members`)."""
     from ..members import parse_member
 
-    if parse_member(value).kind == "registered":  # parsed (lineage, identity) but not yet released: issue 21
-        raise ValueError(f"member {echo(value)}: registered members are not released by this pipeline yet; export "
-                         "that model to an .onnx file beside the spec and name the file for now")
+    parse_member(value)
     return value
+
+
+def _member_tolerances(block: str, members: dict[str, str], tolerances: dict[str, Tolerances]) -> None:
+    """Refuse ``tolerances.KEY`` for a key that is not a registered member (only those are exported here)."""
+    from ..members import parse_member
+
+    registered = sorted(k for k, v in members.items() if parse_member(v).kind == "registered")
+    for key in tolerances:
+        if key not in registered:
+            raise ValueError(
+                f"repository.{block}.tolerances.{echo(key)[1:-1]} names no registered member; the registered members: "
+                f"{', '.join(registered) or 'none'}. Tolerances apply to a member given as models:/NAME@ALIAS or "
+                "models:/NAME/VERSION (this release's own model uses export.tolerances)"
+            )
 
 
 def _tensor_name(value: str) -> str:
@@ -40,15 +53,19 @@ def _tensor_name(value: str) -> str:
 class CascadeSpec(_Strict):
     """``repository.cascade``: a small model first; the large one only for rows it is unsure of.
 
-    ``small`` and ``large`` are ``release`` or a path to an .onnx file (one must be ``release``);
-    a row is sure when its highest ``output`` value is at least ``threshold`` (in (0, 1]).
-    Models ``<name>_small`` and ``<name>_large`` are called by the BLS router ``<name>``.
+    ``small`` and ``large`` are ``release``, a registered model (``models:/NAME@ALIAS`` or
+    ``models:/NAME/VERSION``, exported and parity-checked like the release's own model, with
+    ``tolerances.<member>`` when given, else ``export.tolerances``) or a path to an .onnx file
+    (unregistered); one must be ``release``. A row is sure when its highest ``output`` value is at
+    least ``threshold`` (in (0, 1]). Models ``<name>_small`` and ``<name>_large`` are called by the
+    BLS router ``<name>``.
     """
 
     small: str = RELEASE
     large: str
     threshold: float = Field(gt=0, le=1)
     output: str = "probabilities"
+    tolerances: dict[str, Tolerances] = {}
 
     _source = field_validator("small", "large")(_member_source)
     _tensor = field_validator("output")(_tensor_name)
@@ -64,6 +81,7 @@ class CascadeSpec(_Strict):
     def _one_release(self) -> "CascadeSpec":
         if RELEASE not in (self.small, self.large):
             raise ValueError("one of repository.cascade.small or .large must be 'release' (this release's model)")
+        _member_tolerances("cascade", self.members(), self.tolerances)
         return self
 
     def members(self) -> dict[str, str]:
@@ -73,13 +91,15 @@ class CascadeSpec(_Strict):
 class FanoutSpec(_Strict):
     """``repository.fanout``: several models asked concurrently, one output combined elementwise.
 
-    ``members`` maps a short key (lower-case, it becomes model ``<name>_<key>``) to ``release`` or
-    an .onnx path; ``combine`` is ``mean`` (default), ``max`` or ``min``.
+    ``members`` maps a short key (lower-case, it becomes model ``<name>_<key>``) to ``release``, a
+    registered model (``models:/NAME@ALIAS``, ``models:/NAME/VERSION``; its parity tolerances in
+    ``tolerances.<key>``) or an .onnx path; ``combine`` is ``mean`` (default), ``max`` or ``min``.
     """
 
     members: dict[str, str] = Field(min_length=2, max_length=16)
     output: str = "probabilities"
     combine: Literal["mean", "max", "min"] = "mean"
+    tolerances: dict[str, Tolerances] = {}
 
     _tensor = field_validator("output")(_tensor_name)
 
@@ -96,6 +116,11 @@ class FanoutSpec(_Strict):
         if RELEASE not in v.values():
             raise ValueError("one of repository.fanout.members must be 'release' (this release's model)")
         return v
+
+    @model_validator(mode="after")
+    def _tolerance_keys(self) -> "FanoutSpec":
+        _member_tolerances("fanout", self.members, self.tolerances)
+        return self
 
 
 _SHAPE_EXAMPLES = {

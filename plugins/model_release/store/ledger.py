@@ -1,7 +1,8 @@
 """The channel's ledger: which model versions a channel released, rejected, or is releasing now.
 
 One small JSON object per (channel, model, version) in the model store, beside the releases
-(so the module lives in ``store/``, its key in :mod:`.keys`)::
+(so the module lives in ``store/``, its key in :mod:`.keys`). A cascade's or fan-out's version is
+the model version and a digest of every member's version (:func:`pipeline_version`)::
 
     ledger/<channel>/<model>/<version>.json
         {"model", "version", "channel", "state", "release_id", "run": {"dag_id", "run_id"},
@@ -220,14 +221,55 @@ def candidate_version(tracking_uri: str | None, model: str, alias: str | None, v
     return str(found.version)
 
 
+def pipeline_version(version: str | int, identity: str | None) -> str:
+    """The version the ledger knows a release by: the model version, or for a cascade or fan-out
+    ``<version>+<12 hex>``, the hex a sha256 of :func:`~model_release.members.pipeline_identity`
+    (every member's version), so each combination of member versions has its own entry: a new
+    version of any member is new to the channel, and a rejected combination stays rejected."""
+    if not identity:
+        return str(version)
+    import hashlib
+
+    return f"{version}+{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
+
+
+def candidate_identity(tracking_uri: str | None, spec: Any, version: str) -> str | None:
+    """The pipeline identity of the candidate: each registered member's alias resolved now (one
+    registry call each), the release's model at ``version``; None for a spec that is no pipeline.
+
+    Raises:
+        IntakeError: a member's model, alias or version does not exist (the member is named).
+        ServiceUnavailable: MLflow could not be reached.
+    """
+    from ..members import RELEASE, Lineage, pipeline_identity, pipeline_members, resolve_members
+
+    members = pipeline_members(spec)
+    if not members:
+        return None
+    lineage = resolve_members(tracking_uri, members)
+    lineage.update({k: Lineage(k, RELEASE, spec.model.name, str(version)) for k, v in members.items() if v == RELEASE})
+    return pipeline_identity(lineage)
+
+
+def manifest_version(manifest: dict[str, Any]) -> str | None:
+    """The ledger's version of a released manifest (:func:`pipeline_version`); None when it names no model version."""
+    from ..members import lineage_of, pipeline_identity
+
+    model = manifest.get("model") or {}
+    if model.get("version") is None:
+        return None
+    members = manifest.get("members")
+    return pipeline_version(model["version"], pipeline_identity(lineage_of(members)) if members else None)
+
+
 def serving_version(store: Any, channel: str) -> tuple[str | None, str | None, str | None]:
-    """(release id, model name, model version) the channel's pointer names now; Nones when it has none."""
+    """(release id, model name, the ledger's version of it) the channel's pointer names now; Nones when it has none."""
     pointer = read_channel(store, channel)
     if pointer is None:
         return None, None, None
     found = store.read_json(release_prefix(pointer.release_id) + MANIFEST)
-    model = (found[0].get("model") or {}) if found else {}
-    return pointer.release_id, model.get("name"), (str(model["version"]) if model.get("version") is not None else None)
+    manifest = found[0] if found else {}
+    return pointer.release_id, (manifest.get("model") or {}).get("name"), manifest_version(manifest)
 
 
 def is_new(store: Any, channel: str, model: str, version: str) -> tuple[bool, str]:
