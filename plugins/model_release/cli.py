@@ -79,7 +79,7 @@ def _release(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     at_terminal = sys.stdout.isatty() and not args.json
 
-    from .errors import GateError
+    from .errors import CarriesResult
     from .logs import stage_lines
     from .mlflow_env import request_limits
     from .names import check_release_id
@@ -97,7 +97,7 @@ def _release(argv: list[str]) -> int:
         services = Services(tracking_uri=_tracking_uri(args.tracking_uri), triton_endpoint=args.triton)
         try:
             outcome = release(spec, ws, services, promote=not args.no_promote)  # its preflight checks the rest
-        except GateError as exc:  # a rejected canary: its decision above the closing error line
+        except CarriesResult as exc:  # a rejected or inconclusive canary: its decision above the closing error line
             if at_terminal and exc.result is not None and getattr(exc.result, "report_json", None):
                 _print_decision(exc.result.report_json, footer=f"outcome: {ws.path / 'outcome.json'}")
             raise

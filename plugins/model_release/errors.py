@@ -25,6 +25,9 @@ an operator knows whether to fix the input or retry::
         ├── CanaryInconclusive     a canary gate's interval straddles its limit (and no gate failed)
         └── WatchInconclusive      the roll-out's watch could not judge a wave in its budget (serve.watch)
 
+GateError and Inconclusive both carry the stage's ``result`` when it produced one
+(:class:`CarriesResult`), which the stage runner saves and the CLI reads the same way for both.
+
 Exit codes (the CLI's): 1 any other error, 2 a user error, 3 a gate refused the release, 4 an
 outage, 5 inconclusive. An inconclusive outcome is neither the input's fault nor a service's: it
 is not retried at once (the same canary would measure the same noise) and never counted as a
@@ -97,19 +100,20 @@ class AssembleError(UserError):
     kind = ASSEMBLE
 
 
-class GateError(UserError):
-    """A gate refused the release. The release is blocked and nothing is promoted.
-
-    ``result`` is the stage's result when the gate produced one before refusing (the canary's
-    verdict and report paths): the pipeline's stage runner saves it like any other result.
-    """
-
-    kind = "gate"
-    exit_code = 3
+class CarriesResult(ModelReleaseError):
+    """An error that ends a stage which still produced a result (the canary's verdict and report
+    paths): ``result``, which the pipeline's stage runner saves like any other result."""
 
     def __init__(self, message: str, *, stage: str | None = None, result: object | None = None) -> None:
         super().__init__(message, stage=stage)
         self.result = result
+
+
+class GateError(CarriesResult, UserError):
+    """A gate refused the release. The release is blocked and nothing is promoted."""
+
+    kind = "gate"
+    exit_code = 3
 
 
 class ParityError(GateError):
@@ -155,19 +159,12 @@ class GpuUnavailable(InfraError):
     kind = "gpu"
 
 
-class Inconclusive(ModelReleaseError):
-    """The evidence could not decide either way: nothing is promoted, nothing is rejected.
-
-    ``result`` is the stage's result when it produced one (the canary's report paths), saved like a
-    gate's refusal so later tasks read the report.
-    """
+class Inconclusive(CarriesResult):
+    """The evidence could not decide either way: nothing is promoted, nothing is rejected; its
+    ``result`` is saved like a gate's refusal so later tasks read the report."""
 
     kind = "inconclusive"
     exit_code = 5
-
-    def __init__(self, message: str, *, stage: str | None = None, result: object | None = None) -> None:
-        super().__init__(message, stage=stage)
-        self.result = result
 
 
 class CanaryInconclusive(Inconclusive):

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from .errors import ConflictError, GateError, Inconclusive, ModelReleaseError, UserError
+from .errors import CarriesResult, ConflictError, GateError, Inconclusive, ModelReleaseError, UserError
 from .logs import STAGE_LINE
 from .safe_text import redact
 from .spec import ReleaseSpec
@@ -84,7 +84,7 @@ def run_stage(ws: Workspace, stage: str, fn: Callable[..., R], *args: Any, **kwa
         result = fn(*args, **kwargs)
     except ModelReleaseError as exc:
         exc.stage = exc.stage or stage
-        if isinstance(exc, GateError | Inconclusive) and exc.result is not None:
+        if isinstance(exc, CarriesResult) and exc.result is not None:
             ws.save_result(folder, exc.result)
         # beside the result: what stopped the stage, so a later task (the ledger) can tell a gate's
         # refusal from an outage, and both from evidence that could not decide, without re-deriving it
@@ -375,7 +375,7 @@ def release(spec: ReleaseSpec, ws: Workspace, services: Services, *, promote: bo
             outcome.promoted = run_promote(spec, ws, services, export, assembled, outcome.canary)
     except ModelReleaseError as exc:
         outcome.error, outcome.error_kind, outcome.error_stage = str(exc), exc.kind, exc.stage
-        if isinstance(exc, GateError | Inconclusive) and isinstance(exc.result, CanaryResult):
+        if isinstance(exc, CarriesResult) and isinstance(exc.result, CanaryResult):
             outcome.canary = exc.result
         raise
     finally:
