@@ -160,3 +160,29 @@ def test_settled_windows_that_decide_stop_the_phase_as_before() -> None:
     assert len(clear["candidate"].windows) == 3
     same = _phase([10.0, 10.1, 10.0] + [99.0] * 8, [10.0] * 11)
     assert len(same["candidate"].windows) == 3
+
+
+def test_canary_confidence_widens_the_ratio_interval_the_gate_decides_on() -> None:
+    passes = _scaled("upper", 1.25, -1e-3)  # the 95% interval's top just within 1.25
+    blocks = _scaled("lower", 1.25, +1e-3)  # the 95% interval's bottom just beyond it
+
+    def gate(ratios: list[float], confidence: float) -> gt.Gate:
+        paired = {"pairs": len(ratios), "p99_ratios": ratios, "throughput_ratios": [1.0] * len(ratios)}
+        spec = _spec(confidence=confidence, load={"max_p99_ratio": 1.25})
+        return next(g for g in gt.load_gates(spec, _figures(12.5, 1000), _figures(10, 1000), "release r1", "", paired)
+                    if g.name == "load.p99_ratio")
+
+    assert gate(passes, 0.95).passed is True and gate(blocks, 0.95).passed is False
+    assert gate(passes, 0.99).inconclusive and gate(blocks, 0.99).inconclusive
+    assert "with 99% confidence" in gate(passes, 0.99).message
+
+
+def test_the_load_phase_measures_on_while_its_pairs_do_not_decide_at_canary_confidence() -> None:
+    from model_release.canary.measure.latency import CANDIDATE, CHAMPION, load_phase
+
+    load = _spec(load={"warmup_s": 0, "window_s": 0.5, "stable_windows": 3, "stability": 0.1, "budget_s": 10}).canary.load
+    candidate = [13.5, 14.0, 13.7] + [99.0] * 8  # about 1.37 x the champion's: beyond 1.25 at 95%, not at 99.9%
+    at95 = load_phase(ScriptedRunner({CANDIDATE: candidate, CHAMPION: [10.0] * 11}), [CANDIDATE, CHAMPION], load)
+    at999 = load_phase(ScriptedRunner({CANDIDATE: candidate, CHAMPION: [10.0] * 11}), [CANDIDATE, CHAMPION], load,
+                       confidence=0.999)
+    assert len(at95["candidate"].windows) == 3 and len(at999["candidate"].windows) > 3

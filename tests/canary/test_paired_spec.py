@@ -310,3 +310,21 @@ def test_slices_the_gates_cannot_judge_are_a_skipped_gate_saying_why():
                                     champion_name="r-1", slices={"region": region[:100]})
     assert {g.name: g.skipped for g in found}["slices"].endswith("this model's task is regression")
     assert "slices" not in _gates(_spec(), truth, candidate, None)[0]  # no slices named: no line
+
+
+def test_prove_turns_what_the_rows_cannot_decide_into_inconclusive_and_passes_what_they_show_within():
+    # the candidate answers exactly as the champion: no drop at all, on 150 and on 15,000 rows
+    small, large = _case(rows=150), _case(rows=15_000)
+    assert limits_from_spec(_spec({"prove": True}).canary, "classification").prove is True
+    plain, _ = _gates(_spec(), *small)
+    assert plain["quality.accuracy"].passed is True  # without proof asked: no drop shown, so it passes
+    proving, section = _gates(_spec({"prove": True}), *small)
+    gate = proving["quality.accuracy"]
+    assert gate.inconclusive and gate.passed is None
+    assert "can neither show it beyond 0.01 nor rule that out" in gate.message
+    needed = _finding(section, "quality.accuracy")["data"]["rows_needed"]
+    assert needed > 150 and f"takes about {needed} rows" in gate.message  # what would decide it
+    shown, _ = _gates(_spec({"prove": True}), *large)
+    assert shown["quality.accuracy"].passed is True  # 15,000 equal rows prove the drop within 0.01
+    worse = _case(rows=15_000, worse=600)  # 4% of rows worse: shown beyond 0.01 with or without proof asked
+    assert _gates(_spec({"prove": True}), *worse)[0]["quality.accuracy"].passed is False

@@ -152,8 +152,13 @@ class CanarySpec(_Strict):
     ``concurrency``, ``batch_rows``: the correctness replay; ``load``: the load phase
     (:class:`LoadSpec`); ``p99_ms``: an absolute latency SLO on the load phase's p99; ``tune``:
     :class:`TuneSpec`; ``expectations``: the great-expectations suite over the outputs.
-    ``confidence``: of every bound the paired gates on ground truth decide on (in (0.5, 1)); a
-    gate blocks only when the rows show the candidate worse than allowed with this confidence.
+    ``confidence``: of every bound the paired gates on ground truth and the latency ratios decide on
+    (in (0.5, 1)); a gate blocks only when the rows (or window pairs) show the candidate worse than
+    allowed with this confidence. ``prove``: a paired gate on ground truth passes only when the rows
+    also show the candidate *within* its allowed drop with that confidence; one the golden set cannot
+    decide either way is inconclusive (retried as ``inconclusive`` says; the report names the rows
+    that would decide it). Off by default: without it a gate blocks on evidence of harm and passes
+    otherwise, and the report says when the golden set is too small to show the allowed drop.
     ``classes``: per-class gates (:class:`~.paired.ClassGates`); ``calibration``: calibration gates
     (:class:`~.paired.CalibrationGates`, off by default). ``inconclusive``: what a run does when the
     canary cannot decide (:class:`InconclusiveSpec`).
@@ -171,6 +176,7 @@ class CanarySpec(_Strict):
     load: LoadSpec = LoadSpec()
     tune: TuneSpec = TuneSpec()
     confidence: float = DEFAULT_CONFIDENCE
+    prove: bool = False
     classes: ClassGates = ClassGates()
     calibration: CalibrationGates = CalibrationGates()
     # what a run does when the canary cannot decide (see InconclusiveSpec)

@@ -281,11 +281,12 @@ def load_gates(spec: ReleaseSpec, candidate: dict[str, Any], champion: dict[str,
         return gates
     paired = paired or {}
     how = f"same server, concurrency {load.concurrency} x {load.batch_rows} rows{settled}"
+    confidence = spec.canary.confidence
     p99s = ratio_gate("load.p99_ratio", _ratios(paired, "p99"), load.max_p99_ratio, setting="canary.load.max_p99_ratio",
-                      what="p99 latency under load")
+                      what="p99 latency under load", confidence=confidence)
     gates.append(_ratio_gate(p99s, candidate["p99_ms"], champion["p99_ms"], "ms", ".3f", champion_name, how))
     tputs = ratio_gate("load.throughput_ratio", _ratios(paired, "throughput"), load.min_throughput_ratio, higher_is_worse=False,
-                       setting="canary.load.min_throughput_ratio", what="throughput under load")
+                       setting="canary.load.min_throughput_ratio", what="throughput under load", confidence=confidence)
     gates.append(_ratio_gate(tputs, candidate["throughput_rows_per_s"], champion["throughput_rows_per_s"], "rows/s", ".0f",
                              champion_name, how))
     return gates

@@ -45,7 +45,7 @@ class PairedLimits:
 
     Attributes:
         confidence: of every bound (``canary.confidence``).
-        prove: a pass needs proof; an undecided gate is inconclusive (no spec setting yet: off in a release).
+        prove: a pass needs proof; an undecided gate is inconclusive (``canary.prove``).
         drops: metric -> (max_absolute_drop, max_relative_drop) (``canary.quality.<metric>``).
         max_negative_flips: the share of rows the champion got right that the candidate may get wrong
             (``canary.champion.max_negative_flips``; None: off).
@@ -82,7 +82,7 @@ def limits_from_spec(canary: CanarySpec, task: str, **limits: Any) -> PairedLimi
 
     A paired metric's ``max_absolute_drop`` / ``max_relative_drop`` come from ``canary.quality``; a
     classifier's log-loss gate is on by default unless ``canary.quality.log_loss`` names it (null: off).
-    ``canary.confidence``, ``canary.champion.max_negative_flips``, ``canary.classes`` (``enabled:
+    ``canary.confidence``, ``canary.prove``, ``canary.champion.max_negative_flips``, ``canary.classes`` (``enabled:
     false`` turns both class gates off) and ``canary.calibration`` give the rest.
     """
     drops = {m: (g.max_absolute_drop, g.max_relative_drop) for m, g in canary.quality_gates(task).items()
@@ -91,7 +91,7 @@ def limits_from_spec(canary: CanarySpec, task: str, **limits: Any) -> PairedLimi
         drops["log_loss"] = DEFAULT_DROPS["log_loss"]
     classes, calibration = canary.classes, canary.calibration
     from_spec: dict[str, Any] = {
-        "confidence": canary.confidence, "drops": drops, "max_negative_flips": canary.champion.max_negative_flips,
+        "confidence": canary.confidence, "prove": canary.prove, "drops": drops, "max_negative_flips": canary.champion.max_negative_flips,
         "max_recall_drop": classes.max_recall_drop if classes.enabled else None,
         "max_precision_drop": classes.max_precision_drop if classes.enabled else None,
         "min_class_support": classes.min_support, "max_ece": calibration.max_ece,

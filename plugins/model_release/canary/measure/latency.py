@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ...spec import LoadSpec
+from ...spec.paired import DEFAULT_CONFIDENCE
 from ...triton.requester import TritonRequester, request_batches
 from ...triton.server import EntryModel, TritonServer
 from .load import LoadRunner, Measurement, measure, paired_ratios
@@ -37,30 +38,31 @@ def load_runner(url: str, server: TritonServer, entries: Mapping[str, EntryModel
                       alive=alive)
 
 
-def load_phase(runner: LoadRunner, targets: list[str], load: LoadSpec, *,
+def load_phase(runner: LoadRunner, targets: list[str], load: LoadSpec, *, confidence: float = DEFAULT_CONFIDENCE,
                progress: Callable[[str], None] | None = None) -> dict[str, Measurement]:
     """The gate's measurement of ``targets`` (``candidate`` first), alternating window by window.
 
     With the champion among them, settled windows are not enough to stop: while the window pairs so
-    far leave a ratio gate inconclusive (:func:`ratios_decided`), the phase keeps measuring, within
-    ``load.budget_s``, since more pairs are what would decide it.
+    far leave a ratio gate inconclusive at ``confidence`` (``canary.confidence``, :func:`ratios_decided`),
+    the phase keeps measuring, within ``load.budget_s``, since more pairs are what would decide it.
     """
     return measure(runner, targets, warmup_s=load.warmup_s, window_s=load.window_s, stable_windows=load.stable_windows,
                    stability=load.stability, budget_s=load.budget_s, progress=progress,
-                   decided=(lambda measured: ratios_decided(measured, load)) if CHAMPION in targets else None)
+                   decided=(lambda measured: ratios_decided(measured, load, confidence)) if CHAMPION in targets else None)
 
 
-def ratios_decided(measured: Mapping[str, Measurement], load: LoadSpec) -> bool:
-    """Whether the window pairs measured so far decide both ratio gates (each passes or blocks)."""
+def ratios_decided(measured: Mapping[str, Measurement], load: LoadSpec, confidence: float = DEFAULT_CONFIDENCE) -> bool:
+    """Whether the window pairs measured so far decide both ratio gates (each passes or blocks) at ``confidence``."""
     from ..judge.latency_ratio import ratio_gate
     from ..judge.outcome import INCONCLUSIVE
 
     if CHAMPION not in measured:
         return True
     paired = paired_ratios(measured[CANDIDATE], measured[CHAMPION])
-    p99 = ratio_gate("load.p99_ratio", paired.get("p99_ratios", []), load.max_p99_ratio, setting="canary.load.max_p99_ratio")
+    p99 = ratio_gate("load.p99_ratio", paired.get("p99_ratios", []), load.max_p99_ratio, setting="canary.load.max_p99_ratio",
+                     confidence=confidence)
     tput = ratio_gate("load.throughput_ratio", paired.get("throughput_ratios", []), load.min_throughput_ratio,
-                      higher_is_worse=False, setting="canary.load.min_throughput_ratio")
+                      higher_is_worse=False, setting="canary.load.min_throughput_ratio", confidence=confidence)
     return INCONCLUSIVE not in (p99.outcome, tput.outcome)
 
 

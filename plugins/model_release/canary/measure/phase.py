@@ -41,7 +41,7 @@ def under_load(spec: ReleaseSpec, server: TritonServer, url: str, assembled: Ass
     try:
         if spec.canary.tune.enabled:
             report.tuning = tune(spec, server, runner, assembled, folder, champion_target=latency.CHAMPION in entries)
-        measured = latency.load_phase(runner, list(entries), spec.canary.load, progress=lambda line: log.info("canary: %s", line))
+        measured = latency.load_phase(runner, list(entries), spec.canary.load, confidence=spec.canary.confidence, progress=lambda line: log.info("canary: %s", line))
     finally:
         runner.close()
     gone = alive()
