@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ...webpage import (
-    CANDIDATE_COLOUR, CHAMPION_COLOUR, FAILED_COLOUR, esc, legend_above, log_axis, new_figure, placeholder_html, plot_html,
+    CANDIDATE_COLOUR, CHAMPION_COLOUR, FAILED_COLOUR, decade_axis, esc, legend_above, log_axis, new_figure, placeholder_html, plot_html,
     style_axes,
 )
 
@@ -294,6 +294,7 @@ def parity_errors(name: str, data: dict[str, Any], label: str, caption: str) -> 
         ax.axvline(data["atol"], color=FAILED_COLOUR, linestyle="--", linewidth=1.0, label=f"atol {data['atol']:g}")
         legend_above(ax)
     ax.set_xscale("log")
+    decade_axis(ax.xaxis)
     ax.set_xlabel(f"|served - native| of output {_short(name, 30)}")
     ax.set_ylabel("elements")
     extra = [f"{data.get('zero', 0)} of {data.get('elements', 0)} elements are exactly equal (not drawn)"]
