@@ -295,21 +295,23 @@ def test_leaves_served_with_different_settings_start_from_none_known() -> None:
     assert Leaves(_Server(), {"a": _config(batching=False), "b": two}).current is None
 
 
-def test_the_confirmation_alternates_both_settings_twice_starting_with_the_one_served() -> None:
+def test_the_confirmation_measures_pick_default_default_pick_and_reloads_only_on_a_switch() -> None:
     from model_release.canary.measure.tune import Leaves, _confirm
 
     default, chosen = Setting(1, False), Setting(2, False)
     server = _Server()
     leaves = Leaves(server, {"leaf": _config(batching=False)})
-    leaves.load(chosen)  # the grid ended on the pick
+    leaves.load(chosen)  # the grid's last trial left the pick loaded
+    server.reloads.clear()
     runner = _Runner(leaves)
     confirm = _confirm(_tuning(), leaves, runner, chosen, default)
-    assert runner.measured == [2, 1, 2, 1]  # chosen first: no reload to start
+    assert runner.measured == [2, 1, 1, 2]  # ABBA: a drift over the four windows weighs on both alike
     assert confirm["chosen_throughput"] == 2000 and confirm["default_throughput"] == 1000
-    assert [r[1] for r in server.reloads] == [2, 1, 2, 1]  # the grid's one, then three, not four
+    assert confirm["rounds"] == {"chosen": [2000, 2000], "default": [1000, 1000]}
+    assert [r[1] for r in server.reloads] == [1, 2] and leaves.current == chosen  # two switches; the pick stays served
 
+    leaves.load(Setting(2, True))  # the grid ended on another setting: one reload more, to the pick
     server.reloads.clear()
-    leaves.load(Setting(2, True))  # the grid ended on another setting: default first, as before
     runner.measured.clear()
     _confirm(_tuning(), leaves, runner, chosen, default)
-    assert runner.measured == [1, 2, 1, 2] and len(server.reloads) == 5
+    assert runner.measured == [2, 1, 1, 2] and len(server.reloads) == 3

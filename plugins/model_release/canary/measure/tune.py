@@ -7,12 +7,13 @@ each max queue delay and preferred batch sizes. Each trial is measured through t
 model under the load phase's concurrency and batch size. The pick: the highest throughput whose
 p99 meets the SLO (``canary.p99_ms``) and, with a champion served, ``max_p99_ratio`` x the
 champion's p99. The pick is then confirmed against the template's own configuration in
-alternating measurements and kept only if it is at least as fast; the configuration kept stays
-loaded for the gate's load phase, and is written into a copy of the release's repository
+counterbalanced measurements (pick, default, default, pick) and kept only if it is at least as
+fast; the configuration kept stays loaded for the gate's load phase, and is written into a copy of the release's repository
 (config.pbtxt through Triton's ModelConfig protobuf, re-linted), which is what gets promoted.
 
 A setting already served is not loaded again (:class:`Leaves`; a reload costs seconds on the CPU
-canary): the template's own at the first trial, and whichever the grid or the confirmation ended on.
+canary): the template's own at the first trial, the pick when the grid's last trial left it loaded,
+the default's second window, and the pick that ships after the confirmation ended on it.
 """
 
 from __future__ import annotations
@@ -199,18 +200,17 @@ def _trial(spec: ReleaseSpec, served: Leaves, runner: LoadRunner, setting: Setti
 
 
 def _confirm(spec: ReleaseSpec, served: Leaves, runner: LoadRunner, chosen: Setting, default: Setting) -> dict[str, Any]:
-    """Chosen and default measured again, alternating twice: the pick stands only if it is at least as fast.
+    """Chosen and default measured twice more each, in the order chosen, default, default, chosen (ABBA): the pick
+    stands only if it is at least as fast.
 
-    Each round measures both; the one served already goes first (the grid's last trial may have left
-    the chosen setting loaded), so the alternation starts without a reload.
+    ABBA balances a drift of the machine's speed over the four windows (each setting's two windows
+    have the same mean position, where ABAB favours the first), and switches setting twice where
+    ABAB switches three times: it starts with the pick, which the grid's last trial often left
+    loaded, and ends on it, which is what ships unless the default measured faster.
     """
     figures: dict[str, list[float]] = {"chosen": [], "default": []}
-    order = (("default", default), ("chosen", chosen))
-    if served.current == chosen:
-        order = order[::-1]
-    for _ in range(2):
-        for name, setting in order:
-            figures[name].append(_trial(spec, served, runner, setting)["throughput_rows_per_s"])
+    for name, setting in (("chosen", chosen), ("default", default), ("default", default), ("chosen", chosen)):
+        figures[name].append(_trial(spec, served, runner, setting)["throughput_rows_per_s"])
     return {"chosen_throughput": sum(figures["chosen"]) / 2, "default_throughput": sum(figures["default"]) / 2,
             "rounds": figures}
 
