@@ -162,13 +162,15 @@ def release_once(stack: Any, c: float) -> tuple[float, Any]:
     train_iris(str(stack.tracking_uri), c=c)
     spec = load_spec(str(ROOT / SPEC))
     ws = Workspace(new_release_id(spec.name), str(stack.workspace))
-    from model_release.errors import CanaryRejected
+    from model_release.errors import CanaryInconclusive, CanaryRejected
 
     t = time.perf_counter()
     try:
         outcome = release(spec, ws, Services(tracking_uri=str(stack.tracking_uri)))
-    except CanaryRejected as exc:  # a latency gate tripped by a busy machine: the stages were still timed
-        print(f"NOTE: the release was rejected, not promoted (its times are still printed): {exc.message[:300]}")
+    except (CanaryRejected, CanaryInconclusive) as exc:  # a latency gate tripped by a busy machine: the stages were still timed
+        verdict = "rejected" if isinstance(exc, CanaryRejected) else "inconclusive"
+        print(f"NOTE: the canary was {verdict}, nothing promoted (its times are still printed; promote reads 0): "
+              f"{exc.message[:300]}")
         outcome = None
     return time.perf_counter() - t, (spec, outcome)
 

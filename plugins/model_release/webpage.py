@@ -134,6 +134,27 @@ def legend_above(ax: Any, **kwargs: Any) -> None:
         ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.01), ncol=3, fontsize=8, frameon=False, borderaxespad=0.1, **kwargs)
 
 
+_SUPERSCRIPT = str.maketrans("-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079")
+
+
+def power_of_ten(value: float) -> str:
+    """``value`` (a power of ten) as plain text with a superscript exponent: 10⁻⁵, 10⁰, 10³."""
+    return "10" + str(round(math.log10(value))).translate(_SUPERSCRIPT) if value > 0 else ""
+
+
+def decade_axis(axis: Any) -> None:
+    """A log-scale axis ticked at powers of ten, labelled 10⁻⁵ in plain text.
+
+    matplotlib's own labels there are mathtext (``$\\mathdefault{10^{-5}}$``), which it parses with
+    pyparsing at about 0.1 s a label; these are the same text as unicode superscripts.
+    """
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    axis.set_major_locator(LogLocator(base=10))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: power_of_ten(v)))
+    axis.set_minor_formatter(NullFormatter())
+
+
 def log_axis(axis: Any) -> None:
     """A log-scale axis labelled 1, 2, 5, 10, 20... in plain numbers."""
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter

@@ -29,7 +29,8 @@ def _report(release) -> dict:  # noqa: ANN001
     return json.loads((release.workspace.stage_dir("canary") / "report.json").read_text())
 
 
-def test_a_faithful_candidate_passes_on_a_local_shimmed_triton_with_its_figures_reported(tmp_path, iris, iris_repository):
+def test_a_faithful_candidate_passes_on_a_local_shimmed_triton_with_its_figures_reported(tmp_path, iris, iris_repository,
+                                                                                        started):
     onnx_path, golden, reference = iris
     release = make_release(tmp_path, iris_repository, onnx_path, golden, reference)
     # a native champion (MLflow alias, no release in the store) that answered differently on rows 0 and 1
@@ -42,6 +43,7 @@ def test_a_faithful_candidate_passes_on_a_local_shimmed_triton_with_its_figures_
                         find_champion=lambda folder: champion)
 
     assert result.passed
+    assert len(started) == 1 and _gone(started[0])  # stopped beside the judging, joined before the stage returned
     report = _report(release)
     assert report["verdict"] == "passed" and report["reasons"] == []
     server = report["server"]
@@ -131,6 +133,40 @@ def test_a_model_that_fails_to_load_is_rejected_naming_it_and_tritons_error(tmp_
     # the endpoint is left as it was found: nothing of the candidate stays loaded
     index = {m["name"]: m.get("state") for m in served.client().get_model_repository_index()}
     assert index.get("iris_onnx") != "READY" and index.get("iris") != "READY"
+
+
+@pytest.fixture
+def started(monkeypatch):  # noqa: ANN201
+    """Every LocalTriton started during the test, with the process it ran."""
+    from model_release.triton.local import LocalTriton
+
+    servers = []
+    real = LocalTriton.start
+
+    def start(self):  # noqa: ANN001, ANN202
+        servers.append(self)
+        return real(self)
+
+    monkeypatch.setattr(LocalTriton, "start", start)
+    return servers
+
+
+def _gone(triton) -> bool:  # noqa: ANN001
+    from model_release.local.procs import group_members
+
+    return triton.process is not None and triton.process.returncode is not None and group_members(triton.process.pid) == []
+
+
+def test_the_local_triton_is_stopped_and_reaped_before_a_rejecting_canary_returns(tmp_path, iris, iris_repository, started):
+    onnx_path, golden, reference = iris
+    release = make_release(tmp_path, iris_repository, onnx_path, golden, reference, name="iris_broken")
+
+    with pytest.raises(CanaryRejected, match='model "iris_broken_post" failed to load'):
+        run_canary(release.spec, release.intake, release.export, release.assembled, release.workspace)
+
+    # its stop ran beside the report's writing, and was joined before the error went up
+    assert len(started) == 1 and _gone(started[0])
+    assert "Signal (15) received" in (release.workspace.stage_dir("canary") / "tritonserver.log").read_text()
 
 
 def test_an_unreachable_endpoint_is_an_infrastructure_failure_not_a_verdict(tmp_path, iris, iris_repository):

@@ -233,3 +233,85 @@ def test_the_grid_starts_with_the_templates_setting_and_has_no_repeats() -> None
     settings = grid(spec, default)
     assert settings[0] == default and len(settings) == len(set(settings)) == 6
     assert Setting(2, False) in settings and Setting(2, True, 500) in settings
+
+
+class _Server:
+    """The load API as tuning uses it: each reload recorded as (model, instances, batching)."""
+
+    def __init__(self) -> None:
+        self.reloads: list[tuple[str, int, bool]] = []
+
+    def load_with_config(self, name: str, config: mc.ModelConfig) -> float:
+        self.reloads.append((name, config.instance_group[0].count, config.HasField("dynamic_batching")))
+        return 0.0
+
+
+class _Runner:
+    """Windows whose throughput is the served setting's (rows per second = 1000 x instances)."""
+
+    def __init__(self, leaves: "Leaves") -> None:
+        self.leaves, self.measured = leaves, []
+
+    def window(self, target: str, seconds: float, *, measure: bool = True) -> Window:
+        h = Histogram()
+        h.record(0.002)
+        instances = self.leaves.current.instances
+        if measure:
+            self.measured.append(instances)
+        return Window(target, 1.0, 1, 1000 * instances, 0, h)
+
+
+def _tuning(**tune):  # noqa: ANN003, ANN202
+    return _spec(tune={"enabled": True, "trial_s": 0.1, **tune}, load={"warmup_s": 0.1})
+
+
+def test_a_setting_already_served_is_not_reloaded_and_a_failed_reload_leaves_none_known() -> None:
+    from model_release.canary.measure.tune import Leaves
+    from model_release.errors import CanaryRejected
+
+    server = _Server()
+    leaves = Leaves(server, {"leaf": _config(batching=False)})
+    assert leaves.current == Setting(1, False)  # as Triton serves it
+    leaves.load(Setting(1, False))
+    assert server.reloads == [] and leaves.skipped == 1
+    leaves.load(Setting(2, False))
+    leaves.load(Setting(2, False))
+    assert server.reloads == [("leaf", 2, False)] and (leaves.reloads, leaves.skipped) == (1, 2)
+
+    def refuse(name: str, config: mc.ModelConfig) -> float:
+        raise CanaryRejected('model "leaf" refused a tuning configuration: no')
+
+    server.load_with_config = refuse
+    with pytest.raises(CanaryRejected, match="refused a tuning configuration"):
+        leaves.load(Setting(1, True))
+    assert leaves.current is None  # so the next load of any setting reloads
+
+
+def test_leaves_served_with_different_settings_start_from_none_known() -> None:
+    from model_release.canary.measure.tune import Leaves
+
+    two = _config(batching=False)
+    two.instance_group[0].count = 2
+    assert Leaves(_Server(), {"a": _config(batching=False), "b": two}).current is None
+
+
+def test_the_confirmation_measures_pick_default_default_pick_and_reloads_only_on_a_switch() -> None:
+    from model_release.canary.measure.tune import Leaves, _confirm
+
+    default, chosen = Setting(1, False), Setting(2, False)
+    server = _Server()
+    leaves = Leaves(server, {"leaf": _config(batching=False)})
+    leaves.load(chosen)  # the grid's last trial left the pick loaded
+    server.reloads.clear()
+    runner = _Runner(leaves)
+    confirm = _confirm(_tuning(), leaves, runner, chosen, default)
+    assert runner.measured == [2, 1, 1, 2]  # ABBA: a drift over the four windows weighs on both alike
+    assert confirm["chosen_throughput"] == 2000 and confirm["default_throughput"] == 1000
+    assert confirm["rounds"] == {"chosen": [2000, 2000], "default": [1000, 1000]}
+    assert [r[1] for r in server.reloads] == [1, 2] and leaves.current == chosen  # two switches; the pick stays served
+
+    leaves.load(Setting(2, True))  # the grid ended on another setting: one reload more, to the pick
+    server.reloads.clear()
+    runner.measured.clear()
+    _confirm(_tuning(), leaves, runner, chosen, default)
+    assert runner.measured == [2, 1, 1, 2] and len(server.reloads) == 3

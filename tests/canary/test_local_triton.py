@@ -82,6 +82,32 @@ def test_the_server_and_its_python_stubs_are_gone_after_the_context_exits(tmp_pa
     assert not work_dir.exists()  # its own temporary folder is removed
 
 
+def test_a_stop_in_the_background_returns_at_once_and_leaves_nothing_once_joined(tmp_path, iris_repository):
+    import time
+
+    from model_release.triton.shim import prepare_canary_repository
+
+    copy = prepare_canary_repository(iris_repository, tmp_path / "repository")
+    triton = LocalTriton(copy.path)
+    triton.start()
+    try:
+        triton.client().load_model("iris_post")  # a python stub: Triton's own shutdown then takes over a second
+        pid, work_dir, shm = triton.pid, triton.work_dir, triton._shm_prefix
+        assert len(_group_members(pid)) >= 2
+        t = time.perf_counter()
+        thread = triton.stop_in_background()
+        returned_in = time.perf_counter() - t
+    except BaseException:
+        triton.stop()
+        raise
+    thread.join(60)
+    assert returned_in < 0.5  # the caller goes on while the server shuts down
+    assert not thread.is_alive() and not thread.daemon  # an interpreter at exit waits for it
+    assert triton.process.returncode is not None  # reaped: no zombie
+    assert not _alive(pid) and _group_members(pid) == []
+    assert not work_dir.exists() and list(Path("/dev/shm").glob(f"{shm}*")) == []
+
+
 def test_the_server_is_stopped_when_the_body_raises(tmp_path):
     (tmp_path / "empty").mkdir()
     pid = None

@@ -58,3 +58,18 @@ def test_long_class_names_stay_inside_the_confusion_matrix_figure(figures) -> No
     fig.draw(renderer)
     drawn, (width, height) = fig.get_tightbbox(renderer), fig.get_size_inches()
     assert drawn.x0 >= -0.01 and drawn.y0 >= -0.01 and drawn.x1 <= width + 0.01 and drawn.y1 <= height + 0.01, drawn.bounds
+
+
+def test_the_parity_plot_labels_its_decades_in_plain_text_not_mathtext(figures) -> None:
+    from model_release.webpage import power_of_ten
+
+    assert [power_of_ten(v) for v in (1e-12, 1e-5, 1.0, 1e3)] == ["10⁻¹²", "10⁻⁵", "10⁰", "10³"]
+    data = {"log10_edges": list(np.linspace(-12, 3, 31)), "counts": [0] * 10 + [5, 40, 3] + [0] * 17, "atol": 1e-5,
+            "zero": 2, "elements": 50}
+    html = plots.parity_errors("probabilities", data, "parity", "caption")
+    (_, fig), = figures
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)
+    labels = [t.get_text() for t in fig.axes[0].get_xticklabels() if t.get_visible() and t.get_text()]
+    assert "10⁻⁶" in labels and not any("$" in t for t in labels)  # mathtext is parsed at about 0.1 s a label
+    assert "10⁻⁶" in html

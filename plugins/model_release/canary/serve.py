@@ -102,11 +102,12 @@ def load_golden(spec: ReleaseSpec, export: ExportResult, report: CanaryReport) -
 
 @contextlib.contextmanager
 def _triton(spec: ReleaseSpec, assembled: AssembleResult, folder: Path, endpoint: str | None,
-            champion: Champion, remote: RemoteCanary | None = None,
+            champion: Champion, remote: RemoteCanary | None = None, later: contextlib.ExitStack | None = None,
             ) -> Iterator[tuple[str, dict[str, Any], Callable[[], str | None]]]:
     """Yield (url, server facts, alive): a LocalTriton on a shimmed copy (the champion's models beside
     the candidate's), the remote canary (models delivered by :mod:`model_release.triton.delivery`), or the given endpoint.
-    ``alive()`` is None while the server runs, else why not."""
+    ``alive()`` is None while the server runs, else why not. With ``later`` the LocalTriton is stopped on a
+    thread of its own when the block ends, and ``later`` joins that thread when it closes."""
     if remote is not None:
         yield remote.url.removeprefix("http://"), {
             "mode": "remote", "url": remote.url, "description": remote.describe(), "shimmed_models": [],
@@ -134,7 +135,13 @@ def _triton(spec: ReleaseSpec, assembled: AssembleResult, folder: Path, endpoint
         "repository": str(copy.path), "log": str(folder / "tritonserver.log"),
     }
     # the server's own files go to a temporary folder; only its log stays, beside the report
-    with LocalTriton(copy.path, log_path=folder / "tritonserver.log", ready_timeout=spec.canary.ready_timeout_s) as triton:
+    triton = LocalTriton(copy.path, log_path=folder / "tritonserver.log", ready_timeout=spec.canary.ready_timeout_s)
+    try:
+        triton.start()
+    except BaseException:
+        triton.stop()
+        raise
+    try:
         facts["url"] = triton.http_url
 
         def alive() -> str | None:
@@ -142,19 +149,28 @@ def _triton(spec: ReleaseSpec, assembled: AssembleResult, folder: Path, endpoint
             return None if code is None else f"the canary Triton exited with code {code}"
 
         yield triton.http_url, facts, alive
+    finally:
+        if later is None:
+            triton.stop()
+        else:  # everything is read from it: its shutdown (seconds) runs beside the judging, joined by ``later``
+            later.callback(triton.stop_in_background().join)
 
 
 def serve_and_replay(
     spec: ReleaseSpec, assembled: AssembleResult, export: ExportResult, golden: Golden, champion: Champion,
     folder: Path, endpoint: str | None, report: CanaryReport, remote: RemoteCanary | None = None,
-    open_store: Callable[[str], Any] | None = None,
+    open_store: Callable[[str], Any] | None = None, later: contextlib.ExitStack | None = None,
 ) -> Replays:
-    """Start (or reach) the Triton, load candidate and champion in dependency order, replay both."""
+    """Start (or reach) the Triton, load candidate and champion in dependency order, replay both.
+
+    ``later``: where the local Triton's stop is left to finish (it runs on a thread from when this
+    returns or raises, and is joined when ``later`` closes); None stops it before this returns.
+    """
     order = list(assembled.load_order)
     if assembled.entry_model not in order:
         order.append(assembled.entry_model)
     ahead = prefetch() if spec.canary.expectations else None
-    with _triton(spec, assembled, folder, endpoint, champion, remote) as (url, server_facts, alive):
+    with _triton(spec, assembled, folder, endpoint, champion, remote, later) as (url, server_facts, alive):
         report.server = server_facts
         server = TritonServer(url, ready_timeout=spec.canary.ready_timeout_s)
         pushed: list[str] = []

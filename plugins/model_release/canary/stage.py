@@ -9,6 +9,7 @@ into one typed :class:`~.report.document.CanaryReport`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -95,19 +96,22 @@ def run_canary(
     if intake.members:
         _pipeline_members(report, intake, champion)
     judgement, replays = Judgement(), None
-    try:
-        replays = serve_and_replay(spec, assembled, export, golden, champion, folder, endpoint, report, remote, open_store)
-        judge(spec, assembled, golden, replays, champion, into=judgement)
-    except UserError as exc:  # the candidate's (or the spec's) fault: the report says why before the error goes up
-        if report.closed:
-            raise
+    # the local Triton stops on a thread of its own while judging and reporting go on; joined before returning
+    with contextlib.ExitStack() as later:
+        try:
+            replays = serve_and_replay(spec, assembled, export, golden, champion, folder, endpoint, report, remote, open_store,
+                                       later=later)
+            judge(spec, assembled, golden, replays, champion, into=judgement)
+        except UserError as exc:  # the candidate's (or the spec's) fault: the report says why before the error goes up
+            if report.closed:
+                raise
+            _take(report, judgement, replays)
+            result = _close(report, folder, False, [exc.message], t0, champion, record)
+            if isinstance(exc, CanaryRejected):
+                raise CanaryRejected(f"{exc.message} The report is at {result.report_json}.", result=result) from None
+            raise exc.restated(f"{exc.message}. The report is at {result.report_json}.") from None
         _take(report, judgement, replays)
-        result = _close(report, folder, False, [exc.message], t0, champion, record)
-        if isinstance(exc, CanaryRejected):
-            raise CanaryRejected(f"{exc.message} The report is at {result.report_json}.", result=result) from None
-        raise exc.restated(f"{exc.message}. The report is at {result.report_json}.") from None
-    _take(report, judgement, replays)
-    return _verdict(spec, ws.release_id, report, judgement, folder, t0, champion, record)
+        return _verdict(spec, ws.release_id, report, judgement, folder, t0, champion, record)
 
 
 def _verdict(spec: ReleaseSpec, release_id: str, report: CanaryReport, judgement: Judgement, folder: Path, t0: float,

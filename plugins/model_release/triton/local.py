@@ -13,7 +13,8 @@ and ``nvidia_pytriton.libs`` on ``LD_LIBRARY_PATH`` and the venv's ``bin`` first
 stub finds its interpreter and site-packages through ``python3``), starts the server in its own
 process group, and waits for ``/v2/health/ready`` with a timeout (a wrong stub hangs rather than
 exits). On exit it closes its clients, sends SIGTERM, waits, then SIGKILLs the process group; an
-``atexit`` guard does the same if the caller never exits the context.
+``atexit`` guard does the same if the caller never exits the context. A caller with other work to do
+meanwhile stops it with :meth:`LocalTriton.stop_in_background` and joins the thread it returns.
 """
 
 from __future__ import annotations
@@ -321,6 +322,20 @@ class LocalTriton:
                 region.unlink(missing_ok=True)
         if remove_work_dir:
             self._cleanup_work_dir()
+
+    def stop_in_background(self, *, remove_work_dir: bool = True) -> threading.Thread:
+        """Start :meth:`stop` on a thread of its own and return it; the caller joins it before it returns.
+
+        Triton's own shutdown takes seconds after SIGTERM (it unloads every model, waits for the
+        python stubs to exit and checks once a second), while a caller that has read everything it
+        needs from the server has other work to do meanwhile (judging, the report). The thread is not
+        a daemon: the interpreter waits for it, and :meth:`stop` reaps the server and kills what is
+        left of its process group exactly as in the foreground.
+        """
+        thread = threading.Thread(target=self.stop, kwargs={"remove_work_dir": remove_work_dir},
+                                  name=f"local-triton-stop-{self.pid}", daemon=False)
+        thread.start()
+        return thread
 
     def _cleanup_work_dir(self) -> None:
         if self._own_work_dir and self.work_dir is not None:

@@ -7,9 +7,13 @@ each max queue delay and preferred batch sizes. Each trial is measured through t
 model under the load phase's concurrency and batch size. The pick: the highest throughput whose
 p99 meets the SLO (``canary.p99_ms``) and, with a champion served, ``max_p99_ratio`` x the
 champion's p99. The pick is then confirmed against the template's own configuration in
-alternating measurements and kept only if it is at least as fast; the configuration kept stays
-loaded for the gate's load phase, and is written into a copy of the release's repository
+counterbalanced measurements (pick, default, default, pick) and kept only if it is at least as
+fast; the configuration kept stays loaded for the gate's load phase, and is written into a copy of the release's repository
 (config.pbtxt through Triton's ModelConfig protobuf, re-linted), which is what gets promoted.
+
+A setting already served is not loaded again (:class:`Leaves`; a reload costs seconds on the CPU
+canary): the template's own at the first trial, the pick when the grid's last trial left it loaded,
+the default's second window, and the pick that ships after the confirmation ended on it.
 """
 
 from __future__ import annotations
@@ -109,8 +113,8 @@ def tune(spec: ReleaseSpec, server: TritonServer, runner: LoadRunner, assembled:
     leaves = leaf_models(assembled)
     if not leaves:
         return {"skipped": "the release has no leaf model to tune (only python steps and ensembles)"}
-    loaded = {m: server.config(m) for m in leaves}  # as served (the CPU canary's shim, on the local Triton)
     default = setting_of(read_config(Path(assembled.repository_dir) / leaves[0] / CONFIG_FILE))
+    served = Leaves(server, {m: server.config(m) for m in leaves})  # as served (the CPU canary's shim, on the local Triton)
     started = time.perf_counter()
     limit, why = _p99_limit(spec, runner, champion_target)
     trials = []
@@ -118,21 +122,55 @@ def tune(spec: ReleaseSpec, server: TritonServer, runner: LoadRunner, assembled:
         if time.perf_counter() - started > spec.canary.tune.budget_s and trials:
             log.info("canary: tuning budget of %g s spent after %d trials", spec.canary.tune.budget_s, len(trials))
             break
-        trials.append({"setting": asdict(setting), "label": setting.label(), **_trial(spec, server, runner, loaded, setting)})
+        trials.append({"setting": asdict(setting), "label": setting.label(), **_trial(spec, served, runner, setting)})
     fit = [t for t in trials if not t["errors"] and (limit is None or t["p99_ms"] <= limit)]
     best = max(fit, key=lambda t: t["throughput_rows_per_s"]) if fit else trials[0]
     chosen = Setting(**{**best["setting"], "preferred_batch_sizes": tuple(best["setting"]["preferred_batch_sizes"])})
-    confirm = _confirm(spec, server, runner, loaded, chosen, default) if chosen != default else None
+    confirm = _confirm(spec, served, runner, chosen, default) if chosen != default else None
     kept_default = confirm is not None and confirm["chosen_throughput"] < confirm["default_throughput"]
     final = default if kept_default else chosen
-    _load(server, loaded, final)  # the gate's load phase measures what ships
+    served.load(final)  # the gate's load phase measures what ships
     repository = write_tuned(Path(assembled.repository_dir), folder / "tuned" / "models", leaves, final)
     return {
         "leaves": leaves, "p99_limit_ms": limit, "p99_limit": why, "budget_s": spec.canary.tune.budget_s,
         "seconds": round(time.perf_counter() - started, 3), "trials": trials, "default": asdict(default),
         "chosen": asdict(final), "chosen_label": final.label(), "kept_default": kept_default, "confirm": confirm,
-        "repository": str(repository),
+        "reloads": served.reloads, "reloads_skipped": served.skipped, "repository": str(repository),
     }
+
+
+class Leaves:
+    """The leaf models as served, and the setting they are loaded with now.
+
+    A reload costs seconds on the canary (Triton starts a python stub per instance and reloads the
+    ensemble above the leaf), and loading the setting already loaded changes nothing: :meth:`load`
+    skips it. The leaves start out with the template's setting when what Triton serves has it.
+
+    Args:
+        server: the canary's Triton.
+        configs: each leaf's configuration as Triton serves it (a ModelConfig per model name).
+    """
+
+    def __init__(self, server: TritonServer, configs: dict[str, Any]) -> None:
+        self.server, self.configs = server, configs
+        served = {setting_of(c) for c in configs.values()}
+        self.current: Setting | None = served.pop() if len(served) == 1 else None
+        self.reloads = self.skipped = 0
+
+    def load(self, setting: Setting) -> None:
+        """Serve ``setting`` on every leaf (a reload through the load API), unless it is served already.
+
+        Raises:
+            CanaryRejected: Triton refused the setting (its message quoted); what is loaded is then unknown.
+        """
+        if setting == self.current:
+            self.skipped += 1
+            return
+        self.current = None  # a load that fails half-way leaves the leaves in no known setting
+        for model, config in self.configs.items():
+            self.server.load_with_config(model, setting.apply(config))
+        self.current = setting
+        self.reloads += 1
 
 
 def _p99_limit(spec: ReleaseSpec, runner: LoadRunner, champion_target: bool) -> tuple[float | None, str]:
@@ -150,13 +188,8 @@ def _p99_limit(spec: ReleaseSpec, runner: LoadRunner, champion_target: bool) -> 
     return value, why
 
 
-def _load(server: TritonServer, loaded: dict[str, Any], setting: Setting) -> None:
-    for model, config in loaded.items():
-        server.load_with_config(model, setting.apply(config))
-
-
-def _trial(spec: ReleaseSpec, server: TritonServer, runner: LoadRunner, loaded: dict[str, Any], setting: Setting) -> dict[str, Any]:
-    _load(server, loaded, setting)
+def _trial(spec: ReleaseSpec, served: Leaves, runner: LoadRunner, setting: Setting) -> dict[str, Any]:
+    served.load(setting)
     runner.window(CANDIDATE, min(spec.canary.load.warmup_s, spec.canary.tune.trial_s), measure=False)
     window = runner.window(CANDIDATE, spec.canary.tune.trial_s)
     result = Measurement(CANDIDATE, [window])
@@ -166,13 +199,18 @@ def _trial(spec: ReleaseSpec, server: TritonServer, runner: LoadRunner, loaded: 
     return {k: figures[k] for k in ("throughput_rows_per_s", "p50_ms", "p99_ms", "errors", "requests")}
 
 
-def _confirm(spec: ReleaseSpec, server: TritonServer, runner: LoadRunner, loaded: dict[str, Any], chosen: Setting,
-             default: Setting) -> dict[str, Any]:
-    """Chosen and default measured again, alternating twice: the pick stands only if it is at least as fast."""
+def _confirm(spec: ReleaseSpec, served: Leaves, runner: LoadRunner, chosen: Setting, default: Setting) -> dict[str, Any]:
+    """Chosen and default measured twice more each, in the order chosen, default, default, chosen (ABBA): the pick
+    stands only if it is at least as fast.
+
+    ABBA balances a drift of the machine's speed over the four windows (each setting's two windows
+    have the same mean position, where ABAB favours the first), and switches setting twice where
+    ABAB switches three times: it starts with the pick, which the grid's last trial often left
+    loaded, and ends on it, which is what ships unless the default measured faster.
+    """
     figures: dict[str, list[float]] = {"chosen": [], "default": []}
-    for _ in range(2):
-        for name, setting in (("default", default), ("chosen", chosen)):
-            figures[name].append(_trial(spec, server, runner, loaded, setting)["throughput_rows_per_s"])
+    for name, setting in (("chosen", chosen), ("default", default), ("default", default), ("chosen", chosen)):
+        figures[name].append(_trial(spec, served, runner, setting)["throughput_rows_per_s"])
     return {"chosen_throughput": sum(figures["chosen"]) / 2, "default_throughput": sum(figures["default"]) / 2,
             "rounds": figures}
 
