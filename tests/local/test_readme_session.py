@@ -173,18 +173,26 @@ def test_readme_using_it_runs_as_written_and_the_stack_survives_a_restart(tmp_pa
             stack = _read_env_file(root / "env")
             assert printed == {"mlflow": stack["MLFLOW_TRACKING_URI"], "airflow": stack["AIRFLOW_URL"],
                                "s3": stack["AWS_ENDPOINT_URL"]}, printed
+            t1 = time.monotonic()
             _check_restarted(stack)
+            t2 = time.monotonic()
             _check_uis(printed, stack, tmp_path / "shots")
+            print(f"[readme] {t2 - t1:6.1f} s  after the restart: registry, store and run history checked")
+            print(f"[readme] {time.monotonic() - t2:6.1f} s  after the restart: both UIs checked, screenshots saved")
         finally:
+            t3 = time.monotonic()
             if fg.poll() is None:
                 fg.send_signal(signal.SIGINT)  # Ctrl-C
                 fg.wait(300)
+            print(f"[readme] {time.monotonic() - t3:6.1f} s  Ctrl-C: the foreground `up` stopped the stack")
         assert fg.returncode == 0 and "[up] stopped" in log.read_text(), log.read_text()[-3000:]
         _assert_no_process(_stack_id(root), list(printed.values()))
         print(f"[readme] session {session_s:.0f} s (cold up {results[0]['seconds']:.0f} s), warm up {warm_s:.0f} s (foreground)")
     finally:  # whatever happened: nothing of the stack may keep running
+        t4 = time.monotonic()
         down = subprocess.run([str(home / ".venv/bin/model-release"), "down"], cwd=home, env=env,
                               capture_output=True, text=True, timeout=300)
+    print(f"[readme] {time.monotonic() - t4:6.1f} s  the last `model-release down` (nothing left to stop)")
     assert down.returncode == 0, down.stdout + down.stderr
     assert procs.marked(_stack_id(root)) == []
     stray = _tree(home) - before

@@ -314,3 +314,54 @@ def test_status_asks_each_service_where_it_answers_when_well() -> None:
     assert health_url("webhook-receiver", "http://127.0.0.1:9/webhook") == "http://127.0.0.1:9/health"
     assert health_url("mlflow", "http://127.0.0.1:5000") == "http://127.0.0.1:5000/health"
     assert health_url("something-else", "http://127.0.0.1:7") == "http://127.0.0.1:7/"
+
+
+def test_the_stack_stops_in_tiers_what_posts_to_airflow_first_then_the_api_then_what_tasks_write_to() -> None:
+    from model_release.local.up import stop_tiers
+
+    started = ["triton-serve-1", "triton-serve-2", "s3", "mlflow", "airflow-api-server", "airflow-scheduler",
+               "airflow-dag-processor", "webhook-receiver"]
+    assert stop_tiers(started) == [["webhook-receiver", "airflow-dag-processor", "airflow-scheduler"],
+                                   ["airflow-api-server"], ["mlflow", "s3", "triton-serve-2", "triton-serve-1"]]
+    assert stop_tiers(["triton-serve-1", "s3"]) == [["s3", "triton-serve-1"]]  # start-up failed early
+    assert stop_tiers([]) == []
+
+
+class _Pools:
+    """Airflow's pool endpoints as the stack's API client sees them: answers given per call."""
+
+    def __init__(self, get_status: int | None, post_status: int | None = None) -> None:
+        self.get_status, self.post_status = get_status, post_status
+        self.posted: list[tuple[str, dict]] = []
+
+    def get(self, path: str) -> dict:
+        from model_release.local.http import AirflowApiError
+
+        if self.get_status is not None:
+            raise AirflowApiError(f"Airflow GET {path} answered {self.get_status}", self.get_status)
+        return {"name": "triton_canary", "slots": 3}
+
+    def post(self, path: str, body: dict) -> dict:
+        from model_release.local.http import AirflowApiError
+
+        self.posted.append((path, body))
+        if self.post_status is not None:
+            raise AirflowApiError(f"Airflow POST {path} answered {self.post_status}", self.post_status)
+        return body
+
+
+def test_the_canary_pool_is_created_once_with_one_slot_and_a_changed_one_is_left_alone() -> None:
+    from model_release.errors import ServiceUnavailable
+    from model_release.local.services import ensure_canary_pool
+
+    missing = _Pools(404)
+    assert ensure_canary_pool(missing) is True
+    assert missing.posted == [("/api/v2/pools", {"name": "triton_canary", "slots": 1,
+                                                 "description": "one release at a time on the canary Triton"})]
+    existing = _Pools(None)  # someone gave it 3 slots: kept
+    assert ensure_canary_pool(existing) is False and existing.posted == []
+    assert ensure_canary_pool(_Pools(404, 409)) is True  # created meanwhile by another client
+    with pytest.raises(ServiceUnavailable, match=r"did not create pool 'triton_canary'.*answered 400.*airflow pools set triton_canary 1"):
+        ensure_canary_pool(_Pools(404, 400))
+    with pytest.raises(ServiceUnavailable, match=r"did not say whether pool 'triton_canary' exists.*answered 500"):
+        ensure_canary_pool(_Pools(500))

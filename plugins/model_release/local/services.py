@@ -56,15 +56,18 @@ def services(layout: Layout, config: StackConfig) -> list[Service]:
 
 
 def init_airflow(layout: Layout, env: dict[str, str], *, stopping: Callable[[], bool]) -> bool:
-    """On the first start (or after an Airflow upgrade): ``airflow db migrate`` and the canary's pool.
+    """On the first start (or after an Airflow upgrade): ``airflow db migrate``.
 
-    The commands' output goes to ``logs/airflow-init.log``; a stop request ends them at once.
+    Its output goes to ``logs/airflow-init.log``; a stop request ends it at once. The canary's pool is
+    created through the REST API once the api-server answers (:func:`ensure_canary_pool`): a second
+    ``airflow`` command here cost a whole Airflow import (8 s idle, about 50 s on a busy 2-core machine)
+    before the services could start.
 
     Returns:
         True when it ran, False when the DB was already initialised for this Airflow version.
 
     Raises:
-        ServiceUnavailable: a command failed (the message has its output's tail) or start-up was interrupted.
+        ServiceUnavailable: the migration failed (the message has its output's tail) or start-up was interrupted.
     """
     marker = layout.airflow_home / ".model-release-init"
     wanted = f"apache-airflow {version('apache-airflow')}"
@@ -72,23 +75,47 @@ def init_airflow(layout: Layout, env: dict[str, str], *, stopping: Callable[[], 
         return False
     layout.airflow_home.mkdir(parents=True, exist_ok=True)
     log = layout.log("airflow-init")
-    for args in (["db", "migrate"], ["pools", "set", *CANARY_POOL]):
-        log.parent.mkdir(parents=True, exist_ok=True)
-        with open(log, "ab") as out:
-            proc = subprocess.Popen([str(BIN / "airflow"), *args], env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=subprocess.STDOUT)
-        while proc.poll() is None:
-            if stopping():
-                proc.terminate()
-                proc.wait()
-                raise ServiceUnavailable(f"`airflow {args[0]} {args[1]}`: start-up interrupted")
-            time.sleep(0.5)
-        if proc.returncode != 0:
-            tail = log.read_text(errors="replace")[-1500:]
-            raise ServiceUnavailable(
-                f"`airflow {' '.join(args)}` failed (exit {proc.returncode}) in {layout.airflow_home}: {tail} (log: {log})"
-            )
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        proc = subprocess.Popen([str(BIN / "airflow"), "db", "migrate"], env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT)
+    while proc.poll() is None:
+        if stopping():
+            proc.terminate()
+            proc.wait()
+            raise ServiceUnavailable("`airflow db migrate`: start-up interrupted")
+        time.sleep(0.2)
+    if proc.returncode != 0:
+        tail = log.read_text(errors="replace")[-1500:]
+        raise ServiceUnavailable(
+            f"`airflow db migrate` failed (exit {proc.returncode}) in {layout.airflow_home}: {tail} (log: {log})"
+        )
     marker.write_text(wanted + "\n")
+    return True
+
+
+def ensure_canary_pool(api: AirflowApi) -> bool:
+    """Create the canary's pool (one slot) unless it exists; a pool someone changed is left as it is.
+
+    Returns:
+        True when it was created now.
+
+    Raises:
+        ServiceUnavailable: Airflow refused to create it (the message has its answer).
+    """
+    name, slots, description = CANARY_POOL
+    try:
+        api.get(f"/api/v2/pools/{name}")
+        return False
+    except AirflowApiError as exc:
+        if exc.status != 404:
+            raise ServiceUnavailable(f"Airflow did not say whether pool {name!r} exists: {exc}") from None
+    try:
+        api.post("/api/v2/pools", {"name": name, "slots": int(slots), "description": description})
+    except AirflowApiError as exc:
+        if exc.status != 409:  # created meanwhile: as good
+            raise ServiceUnavailable(f"Airflow did not create pool {name!r}: {exc}. Create it: "
+                                     f"airflow pools set {name} {slots} '{description}'") from None
     return True
 
 

@@ -6,9 +6,11 @@ stack's lifetime, so a restarted MLflow can still sign). It then
 
 1. starts MLflow's server with the settings a receiver on 127.0.0.1 needs
    (:func:`model_release.registry_events.wiring.server_env`);
-2. once Airflow answers, starts ``model-release webhook-receiver`` as the ``webhook-receiver``
+2. once MLflow answers, registers (or updates) the ``model-release`` webhook in MLflow for
+   ``model_version_alias.created`` (while Airflow is still starting: MLflow calls the receiver only
+   on an alias event, and ``up`` is not ready before the receiver answers);
+3. once Airflow answers, starts ``model-release webhook-receiver`` as the ``webhook-receiver``
    service (its secret and the Airflow login in its environment, never on its command line);
-3. registers (or updates) the ``model-release`` webhook in MLflow for ``model_version_alias.created``;
 4. adds ``MODEL_RELEASE_WEBHOOK_SECRET`` and ``MODEL_RELEASE_WEBHOOK_URL`` to the env file.
 """
 
