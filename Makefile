@@ -31,8 +31,9 @@ test: setup-distributed
 	$(PY) -m pytest -m serial; b=$$?; \
 	if [ $$a -ne 0 ]; then exit $$a; fi; exit $$b
 
+# The unit tests (no service), in parallel like make test: the loop to run while changing code
 test-fast: setup
-	$(PY) -m pytest -m "not integration and not dags and not distributed"
+	$(PY) -m pytest -n auto --maxprocesses 4 --dist loadfile -m "not integration and not dags and not distributed"
 
 bench: setup
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

@@ -8,7 +8,10 @@ dependency) and under ``TYPE_CHECKING``. ``from pkg import name`` depends on the
 from __future__ import annotations
 
 import ast
+import functools
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 
 from tests.conftest import PROJECT
 
@@ -48,6 +51,12 @@ def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
     return graph
 
 
+@functools.cache
+def package_graph() -> Mapping[str, frozenset[str]]:
+    """``import_graph()`` of model_release, parsed once for the module's tests (which only read it)."""
+    return MappingProxyType({name: frozenset(targets) for name, targets in import_graph().items()})
+
+
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """The strongly connected components with more than one module (the product's own Tarjan, which
     the linter uses for BLS call cycles)."""
@@ -57,7 +66,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_the_graph_sees_imports_of_every_kind() -> None:
-    graph = import_graph()
+    graph = package_graph()
     assert "model_release.native" in graph["model_release.intake"]  # a lazy import inside a function
     assert "model_release.mlmodel" in graph["model_release.native"]
     assert "model_release.canary.stage" in graph["model_release.canary"]  # a package's __init__
@@ -75,7 +84,7 @@ def test_cycle_finder_finds_a_planted_cycle(tmp_path: Path) -> None:
 
 
 def test_no_import_cycles_among_model_release_modules() -> None:
-    found = cycles(import_graph())
+    found = cycles(package_graph())
     assert found == [], "import cycles (every import counts, lazy and TYPE_CHECKING ones too): " + "; ".join(
         " <-> ".join(c) for c in found
     )
@@ -85,7 +94,7 @@ def test_stage_modules_do_not_reach_into_the_embedded_stack() -> None:
     """``local/`` holds the embedded stand-ins (MLflow on SQLite, moto, free ports): only the local
     Triton launcher (``triton/local.py``, for its ports), the CLI and the demo may use it."""
     allowed = {"model_release.cli", "model_release.demo", "model_release.distributed_demo", "model_release.triton.local"}
-    graph = import_graph()
+    graph = package_graph()
     offenders = sorted(
         f"{m} -> {t}" for m, targets in graph.items() for t in targets
         if t.startswith("model_release.local") and not m.startswith("model_release.local") and m not in allowed
@@ -111,7 +120,7 @@ RUNNER = "model_release.pipeline"
 def test_no_arrow_runs_back_up_to_the_runner_or_an_entry_point() -> None:
     """A room (a sub-package: export/, local/, canary/, ...) never imports a command or a demo above it, and only
     the Airflow room (the core <- airflow <- dags direction) wraps the runner."""
-    graph = import_graph()
+    graph = package_graph()
     back_up = sorted(f"{m} -> {t}" for m, targets in graph.items() for t in targets if m.count(".") >= 2 and (
         t in ENTRY_POINTS or t == RUNNER and not _within(m, "model_release.airflow")))
     assert back_up == [], back_up
@@ -132,13 +141,13 @@ def test_arrows_finds_a_planted_import_into_a_forbidden_package(tmp_path: Path) 
 
 def test_the_triton_room_imports_nothing_from_the_canary() -> None:
     """``triton/`` is the plumbing the canary and the roll-out share: it must not depend on either."""
-    assert arrows(import_graph(), "model_release.triton", "model_release.canary") == []
+    assert arrows(package_graph(), "model_release.triton", "model_release.canary") == []
 
 
 def test_the_canarys_judging_imports_nothing_from_its_reporting() -> None:
     """Judging returns gates and figures; the report (report.json, plots, page, MLflow record) is drawn
     from them afterwards, so ``canary/judge/`` never reaches into ``canary/report/``."""
-    graph = import_graph()
+    graph = package_graph()
     assert any(_within(m, "model_release.canary.judge") for m in graph)  # the room exists: the check checks something
     assert arrows(graph, "model_release.canary.judge", "model_release.canary.report") == []
     # nor through another module: nothing judging reaches (serving's records, the champion) reaches reporting

@@ -7,7 +7,6 @@ import json
 
 import numpy as np
 import pytest
-from sklearn.datasets import load_iris
 
 from model_release.canary import run_canary
 from model_release.canary.champion import NATIVE, Champion
@@ -21,6 +20,8 @@ pytestmark = pytest.mark.integration
 
 def _with_truth(release, path, slices: dict[str, np.ndarray] | None = None):  # noqa: ANN001, ANN202
     """The release with ground truth written as the export stage writes it (and ``golden.slices`` columns, when given)."""
+    from sklearn.datasets import load_iris  # here: collecting make test-fast need not import scikit-learn
+
     np.savez(path, target=load_iris().target, **{f"slice.{c}": v for c, v in (slices or {}).items()})
     spec = release.spec
     if slices:

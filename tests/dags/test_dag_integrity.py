@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -13,35 +14,73 @@ from tests.conftest import PROJECT
 
 DAG_FILES = sorted((PROJECT / "dags").glob("*.py"))
 
+# One interpreter imports Airflow once, then imports each DAG file in a child forked from it: a child
+# starts where a fresh interpreter that ran `import airflow.sdk` would, so a file sees no module another
+# file imported (the heavy-framework check stays per file), and Airflow's import is paid once, not per file.
 _PROBE = """
-import importlib.util, json, sys, time
+import importlib.util, json, os, sys, time, traceback
 import airflow.sdk  # Airflow's own import is not the DAG file's cost: "seconds" is what the file adds
-t = time.perf_counter()
-spec = importlib.util.spec_from_file_location("dagfile", sys.argv[1])
-mod = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(mod)
-from airflow.sdk import DAG
-dags = [v for v in vars(mod).values() if isinstance(v, DAG)]
-print(json.dumps({
-    "dags": [d.dag_id for d in dags],
-    "tasks": {d.dag_id: sorted(d.task_ids) for d in dags},
-    "queues": {d.dag_id: {t.task_id: t.queue for t in d.tasks} for d in dags},
-    "docs": {d.dag_id: bool(d.doc_md) for d in dags},
-    "upstream": {d.dag_id: {t.task_id: sorted(t.upstream_task_ids) for t in d.tasks} for d in dags},
-    "outlets": {d.dag_id: {t.task_id: [f"{type(o).__name__}:{o.name}" for o in t.outlets] for t in d.tasks} for d in dags},
-    "schedules": {d.dag_id: d.schedule if d.schedule is None or isinstance(d.schedule, str)
-                  else [a.name for a in d.schedule] if isinstance(d.schedule, (list, tuple)) else str(d.schedule)
-                  for d in dags},
-    "heavy": sorted(m for m in ("torch", "onnxruntime", "tensorrt", "great_expectations", "skl2onnx") if m in sys.modules),
-    "seconds": time.perf_counter() - t,
-}))
+
+
+def describe(path):
+    t = time.perf_counter()
+    spec = importlib.util.spec_from_file_location("dagfile", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    from airflow.sdk import DAG
+    dags = [v for v in vars(mod).values() if isinstance(v, DAG)]
+    return {
+        "dags": [d.dag_id for d in dags],
+        "tasks": {d.dag_id: sorted(d.task_ids) for d in dags},
+        "queues": {d.dag_id: {t.task_id: t.queue for t in d.tasks} for d in dags},
+        "docs": {d.dag_id: bool(d.doc_md) for d in dags},
+        "upstream": {d.dag_id: {t.task_id: sorted(t.upstream_task_ids) for t in d.tasks} for d in dags},
+        "outlets": {d.dag_id: {t.task_id: [f"{type(o).__name__}:{o.name}" for o in t.outlets] for t in d.tasks} for d in dags},
+        "schedules": {d.dag_id: d.schedule if d.schedule is None or isinstance(d.schedule, str)
+                      else [a.name for a in d.schedule] if isinstance(d.schedule, (list, tuple)) else str(d.schedule)
+                      for d in dags},
+        "heavy": sorted(m for m in ("torch", "onnxruntime", "tensorrt", "great_expectations", "skl2onnx") if m in sys.modules),
+        "seconds": time.perf_counter() - t,
+    }
+
+
+for path in sys.argv[1:]:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: one DAG file, its answer through the pipe
+        os.close(read)
+        try:
+            answer = {"info": describe(path)}
+        except BaseException:
+            answer = {"error": traceback.format_exc()}
+        os.write(write, json.dumps(answer).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        text = pipe.read().decode()
+    status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    answer = json.loads(text) if text else {"error": f"the probe of {path} exited with {status} and said nothing"}
+    print(json.dumps({"path": path, **answer}))
 """
 
 
+@functools.cache
+def _probes() -> dict[str, dict]:
+    """Each DAG file's answer (``info`` or ``error``), by file name: one probe for the module."""
+    proc = subprocess.run([sys.executable, "-c", _PROBE, *map(str, DAG_FILES)], capture_output=True, text=True,
+                          timeout=120 * len(DAG_FILES), cwd=PROJECT)
+    assert proc.returncode == 0, f"the DAG probe failed:\n{proc.stderr[-3000:]}"
+    answers = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith('{"path": ')]
+    return {Path(a["path"]).name: a for a in answers}
+
+
 def _probe(path: Path) -> dict:
-    proc = subprocess.run([sys.executable, "-c", _PROBE, str(path)], capture_output=True, text=True, timeout=120, cwd=PROJECT)
-    assert proc.returncode == 0, f"{path.name} failed to import:\n{proc.stderr[-3000:]}"
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    answer = _probes().get(path.name)
+    assert answer is not None, f"the DAG probe gave no answer for {path.name}"
+    assert "info" in answer, f"{path.name} failed to import:\n{answer['error'][-3000:]}"
+    return answer["info"]
 
 
 def test_there_are_dag_files() -> None:

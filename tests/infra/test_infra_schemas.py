@@ -16,6 +16,7 @@ Kubernetes objects they embed, and against the chart's documented keys in use be
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from importlib import resources
@@ -119,13 +120,31 @@ def test_helm_values_embed_valid_kubernetes_objects_and_name_secrets_only() -> N
 
 def _k8s_definition(name: str) -> dict:
     """A schema that is one definition of the Kubernetes OpenAPI schemas (as kubernetes-validate ships
-    them, strict: unknown fields refused), with every definition it refers to."""
+    them, strict: unknown fields refused), with every definition it refers to, directly or through
+    others. Only those: ``jsonschema.validate`` checks the whole schema against the metaschema on each
+    call, which took seconds with all of Kubernetes' definitions in it."""
+    defs = _k8s_definitions()
+    needed: dict[str, dict] = {}
+    todo = [name]
+    while todo:
+        current = todo.pop()
+        if current not in needed:
+            needed[current] = defs[current]
+            todo += _REF.findall(json.dumps(defs[current]))
+    return json.loads(json.dumps({"$ref": f"#/$defs/{name}", "$defs": needed}))
+
+
+_REF = re.compile(r'"#/\$defs/([^"]+)"')
+
+
+@functools.cache
+def _k8s_definitions() -> dict[str, dict]:
+    """Every definition of kubernetes-validate's strict schemas, references made local (read once)."""
     import kubernetes_validate
 
     base = Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema" / f"v{K8S_VERSION}-local-strict"
-    defs = json.loads((base / "_definitions.json").read_text())["$defs"]
-    text = json.dumps({"$ref": f"#/$defs/{name}", "$defs": defs}).replace('"/api/_definitions.json#/$defs/', '"#/$defs/')
-    return json.loads(text)
+    text = (base / "_definitions.json").read_text().replace('"/api/_definitions.json#/$defs/', '"#/$defs/')
+    return json.loads(text)["$defs"]
 
 
 @pytest.mark.parametrize("path", sorted((INFRA / "compose").glob("*.yaml")) + sorted((INFRA / "k8s").glob("*.yaml")),

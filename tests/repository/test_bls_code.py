@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from model_release.repository.assemble import assemble
 from model_release.workspace import Workspace
@@ -49,6 +48,8 @@ def cascade(onnx_models, tmp_path, monkeypatch):
 
 
 def _small(feeds):  # sure of class 0 when x0 >= 0.8, of class 1 when x0 <= 0.2, unsure between
+    import torch
+
     x0 = feeds[INPUT][:, 0]
     as_lib = torch if isinstance(x0, torch.Tensor) else np
     probs = as_lib.stack([x0, 1 - x0, 0 * x0], 1)
@@ -68,6 +69,8 @@ X = np.array([[0.9, 0, 0, 0], [0.5, 0, 0, 0], [0.1, 0, 0, 0], [0.6, 0, 0, 0]], n
     [(False, False, False), (True, True, True), (False, True, False), (True, False, True)],
 )
 def test_cascade_routes_unsure_rows_on_any_device(cascade, inputs_on_device, small_on_device, large_on_device):
+    import torch  # here, not at the top: collecting the tests (on every xdist worker) need not import torch
+
     device = lambda f, on: (lambda feeds: {k: torch.as_tensor(v) for k, v in f(feeds).items()}) if on else f  # noqa: E731
     pb.MODELS.clear()
     pb.MODELS.update({"cas_small": device(_small, small_on_device), "cas_large": device(_large, large_on_device)})
@@ -102,6 +105,8 @@ def test_cascade_reports_a_member_error_in_the_response(cascade):
 
 @pytest.mark.parametrize("combine", ["mean", "max", "min"])
 def test_fanout_combines_numpy_and_device_outputs(onnx_models, tmp_path, monkeypatch, combine):
+    import torch
+
     spec = make_spec("fan", base_dir=tmp_path, shape="fanout",
                      fanout={"members": {"a": "release", "b": str(onnx_models["tree"])}, "combine": combine})
     result = assemble(spec, intake_result(), export_result(onnx_models["lr"]), Workspace("fan", tmp_path / "ws"))
