@@ -5,7 +5,8 @@ SQLite, the moto S3 server, an Airflow SQLite DB) and a local serving fleet of t
 ``model-release up`` starts them), then runs the ``model_release`` DAG with ``airflow dags test``
 four times, each on a newly registered candidate; every promoted release is rolled out to the fleet:
 
-1. a logistic regression: the channel's first release, promoted;
+1. a logistic regression trained on 49 iris rows: the channel's first release, promoted (the golden
+   set, ``releases/iris-golden.npz``, is the other 100 rows, held out: :func:`iris_split`);
 2. the same model retrained on labels of which 40% are noise: the canary serves it beside
    release 1 and scores both on the golden set's ground truth; it is worse, and it is blocked;
 3. a better-regularised retrain: judged against release 1 (still the champion), promoted;
