@@ -9,6 +9,7 @@ rows it never saw. For your own model keep the four things a release needs: a su
 as here, or the input example) and the alias the spec names::
 
     python examples/register_wine.py            # prints: registered wine-classifier version 1 as @candidate
+    python examples/register_wine.py --no-alias # registered, alias left alone: release it with --version
     python examples/register_wine.py --c 2      # a retrained candidate: version 2
 
 It logs to the MLflow that ``MLFLOW_TRACKING_URI`` names (``source .work/stack/env`` sets it).
@@ -51,6 +52,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Train a wine classifier and register it under alias candidate.")
     parser.add_argument("--c", type=float, default=1.0, help="inverse regularisation strength of the logistic regression")
     parser.add_argument("--name", default="wine-classifier", help="the registered model's name")
+    parser.add_argument("--no-alias", action="store_true",
+                        help="register the version without moving @candidate: nothing starts by itself (on a stack "
+                             "`model-release up` started, moving the alias starts the spec's DAG through the webhook); "
+                             "release it by version")
     parser.add_argument("--write-golden", metavar="PATH", help="only write the held-out rows as a golden file to PATH")
     args = parser.parse_args()
     if args.write_golden:
@@ -80,6 +85,9 @@ def main() -> None:
             pip_requirements=["scikit-learn==1.9.1"],  # skips MLflow's slow requirement inference
         )
     version = info.registered_model_version
+    if args.no_alias:
+        print(f"registered {args.name} version {version} without moving @candidate")
+        return
     mlflow.MlflowClient().set_registered_model_alias(args.name, "candidate", version)
     print(f"registered {args.name} version {version} as @candidate")
 
