@@ -215,8 +215,10 @@ def test_non_finite_served_outputs_block_even_when_the_native_model_agrees(stack
     with pytest.raises(CanaryRejected) as caught:
         _release(stack, tmp_path, spec)
     message = str(caught.value)
-    nan_rows = int((x[:, 0] < 5.8).sum())
-    assert f'served outputs hold NaN or infinite values: "output" on {nan_rows} of 150 rows' in message
+    golden = np.load(SPEC.parent / spec.golden.path)["input"]  # the spec's golden rows, the ones the canary replays
+    nan_rows = int((golden[:, 0] < 5.8).sum())
+    assert 0 < nan_rows < len(golden)
+    assert f'served outputs hold NaN or infinite values: "output" on {nan_rows} of {len(golden)} rows' in message
     assert "[canary.nonfinite (always on)]" in message
     assert _pointer(stack, "nonfinite") is None
 
