@@ -106,9 +106,11 @@ def test_tuning_writes_a_config_that_lints_loads_and_is_at_least_as_fast_as_the_
     tuning = _report(release)["tuning"]
     # the template's own setting is the first trial, then the grid: 1 or 2 instances, batching off or at 500 us
     assert tuning["trials"][0]["setting"] == tuning["default"] and len(tuning["trials"]) == 5
-    # the first trial measured the leaf as loaded (Triton serves the template's setting): no reload for it, nor for
-    # the confirmation's second default window (pick, default, default, pick)
-    assert tuning["reloads_skipped"] >= (2 if tuning["confirm"] else 1)
+    # no reload for the confirmation's second default window (pick, default, default, pick), nor for shipping the pick
+    # it ends on; the first trial is skipped too where what Triton serves already has the template's setting (the
+    # CPU canary's shimmed leaf may not), so one more skip at most
+    floor = (1 + (not tuning["kept_default"])) if tuning["confirm"] else 0
+    assert floor <= tuning["reloads_skipped"] <= floor + 1, (floor, tuning["reloads_skipped"], tuning["kept_default"])
     assert tuning["reloads"] + tuning["reloads_skipped"] == len(tuning["trials"]) + (4 if tuning["confirm"] else 0) + 1
     assert result.repository_dir == tuning["repository"] and tuning["leaves"] == [LEAF]
     assert lint_repository(result.repository_dir).errors == []
