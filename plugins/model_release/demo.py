@@ -2,8 +2,9 @@
 
 ``make demo`` runs ``python -m model_release.demo``: it starts the embedded stack (MLflow on
 SQLite, the moto S3 server, an Airflow SQLite DB) and a local serving fleet of two Tritons (as
-``model-release up`` starts them), then runs the ``model_release`` DAG with ``airflow dags test``
-four times, each on a newly registered candidate; every promoted release is rolled out to the fleet:
+``model-release up`` starts them), then runs the ``model_release`` DAG four times as ``airflow dags
+test`` does (``dag.test()``, in one Airflow process: :meth:`~model_release.local.stack.EmbeddedStack.dag_session`),
+each on a newly registered candidate; every promoted release is rolled out to the fleet:
 
 1. a logistic regression trained on 49 iris rows: the channel's first release, promoted (the golden
    set, ``releases/iris-golden.npz``, is the other 100 rows, held out: :func:`iris_split`);
@@ -18,7 +19,7 @@ four times, each on a newly registered candidate; every promoted release is roll
    alias, ledger), and the rollout task emits the channel's Asset event for it.
 
 It ends by printing what happened to each (the gates that blocked release 2, with the figures, the
-watch's verdict on release 4, each release's time and the roll-out+watch time, and the report
+watch's verdict on release 4, each release's time from intake to promotion with the canary's and the roll-out+watch's apart, and the report
 paths); the store is copied to a local folder so it can be browsed afterwards. It exits 0 only when
 every release ended as expected.
 """
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import shutil
 import sys
 import time
@@ -184,13 +186,16 @@ def main(argv: list[str] | None = None) -> int:
     with EmbeddedStack(root) as stack, LocalFleet(root / "serving") as fleet:
         assert fleet.fleet is not None
         stack.extra_env[FLEET_ENV] = str(fleet.fleet_file)  # the release DAG's rollout task reads it
+        stack.extra_env["PYTHONUNBUFFERED"] = "1"  # each line of a run as it happens: release 4's traffic starts on one
         print(f"[demo] embedded stack up: MLflow {stack.tracking_uri}, S3 {stack.endpoint_url}; serving fleet: "
               + ", ".join(f"{s.name} at {s.url}" for s in fleet.fleet.servers), flush=True)
-        stack.migrate_airflow()
-        releases = _first_three(stack, echo)
-        if releases is None:
-            return 1
-        fourth = release_four(stack, fleet, root, PROJECT_SPEC, champion=releases[-1], echo=echo)
+        # one Airflow process runs the four DAG runs (as `airflow dags test` does each), so Airflow's
+        # start-up and the tasks' imports are paid once, while the first model trains
+        with stack.dag_session(warm="model_release") as dags:
+            releases = _first_three(stack, dags.run, echo)
+            if releases is None:
+                return 1
+            fourth = release_four(stack, fleet, root, PROJECT_SPEC, champion=releases[-1], echo=echo, run=dags.run)
         if fourth is not None:
             releases.append(fourth)
         store_copy = root / "store"
@@ -200,15 +205,16 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if fourth is not None and not fourth["problems"] else 1
 
 
-def _first_three(stack: Any, echo: Any) -> list[dict[str, Any]] | None:
-    """Releases 1-3 through the DAG, each checked against what it should become; None after a surprise."""
+def _first_three(stack: Any, run: Any, echo: Any) -> list[dict[str, Any]] | None:
+    """Releases 1-3 through the DAG (``run``: :meth:`~model_release.local.stack.DagSession.run`), each
+    checked against what it should become; None after a surprise."""
     releases: list[dict[str, Any]] = []
     for step, (what, training, should_pass) in enumerate(RELEASES, start=1):
         t0 = time.monotonic()
         version = train_iris(str(stack.tracking_uri), **training)
         release_id = new_release_id("iris")
         print(f"[demo] release {step}: {MODEL_NAME} version {version}, {what}, as {release_id}", flush=True)
-        outcome = stack.run_dag({"spec": SPEC, "release_id": release_id}, echo=echo)
+        outcome = run({"spec": SPEC, "release_id": release_id}, echo=echo)
         done = _read_release(stack.workspace / release_id, release_id, version, what)
         if done is None or done["promoted"] is not None and not should_pass or done["promoted"] is None and should_pass:
             print("" if echo is True else outcome.output[-6000:], file=sys.stderr)
@@ -217,6 +223,7 @@ def _first_three(stack: Any, echo: Any) -> list[dict[str, Any]] | None:
                   f"{outcome.returncode}, state {outcome.state}); its workspace is {stack.workspace / release_id}", file=sys.stderr)
             return None
         done["seconds"] = time.monotonic() - t0
+        done["spans"] = task_spans(outcome.output)
         done["rollout"] = _rollout_record(stack, release_id) if done["promoted"] else None
         if should_pass and (done["rollout"] or {}).get("outcome") != "done":
             print(outcome.output[-6000:], file=sys.stderr)
@@ -229,13 +236,15 @@ def _first_three(stack: Any, echo: Any) -> list[dict[str, Any]] | None:
 
 
 def release_four(stack: Any, fleet: Any, root: Path, base_spec: Path, *, champion: dict[str, Any],
-                 echo: Any = False) -> dict[str, Any] | None:
+                 echo: Any = False, run: Any = None) -> dict[str, Any] | None:
     """The fourth release: passes the canary, is promoted and rolled out under production-like traffic,
     and is rolled back by the watch. Returns the release (``problems`` empty when everything was rolled
     back as it should be), or None when the canary did not let it through.
 
     Args:
         champion: the release the fleet serves before (``release_id`` and ``version``; promoted, rolled out).
+        run: runs the DAG (``conf``, ``echo=``): a :class:`~model_release.local.stack.DagSession`'s ``run``,
+            whose process must have ``PYTHONUNBUFFERED`` set; by default a new ``airflow dags test``.
     """
     from .local.traffic import TrafficLoop
     from .local.watch_demo import golden_rows, register_petal_table_model, traffic_bodies, write_watched_spec
@@ -253,7 +262,7 @@ def release_four(stack: Any, fleet: Any, root: Path, base_spec: Path, *, champio
                           max_requests=TRAFFIC_MAX_REQUESTS)
     stack.extra_env["PYTHONUNBUFFERED"] = "1"  # each line of the run as it happens: the traffic starts on one
     try:
-        outcome = stack.run_dag({"spec": str(spec), "release_id": release_id}, echo=_traffic_on_rollout(traffic, echo))
+        outcome = (run or stack.run_dag)({"spec": str(spec), "release_id": release_id}, echo=_traffic_on_rollout(traffic, echo))
     finally:
         traffic.stop()
     done = _read_release(stack.workspace / release_id, release_id, version, FOURTH)
@@ -264,7 +273,7 @@ def release_four(stack: Any, fleet: Any, root: Path, base_spec: Path, *, champio
               f"{stack.workspace / release_id}", file=sys.stderr)
         return None
     done.update(_watch_findings(stack, fleet, spec, release_id, champion), seconds=time.monotonic() - t0,
-                traffic=traffic.by_server, dag_state=outcome.state)
+                traffic=traffic.by_server, dag_state=outcome.state, spans=task_spans(outcome.output))
     if done["problems"]:
         print("" if echo is True else outcome.output[-6000:], file=sys.stderr)
         print("[demo] FAILED: the watch did not roll release 4 back as it should have: " + "; ".join(done["problems"]),
@@ -313,11 +322,46 @@ def _rollout_record(stack: Any, release_id: str) -> dict[str, Any] | None:
     return next((r for r in reversed(read_records(store, spec.promote.channel)) if r["release_id"] == release_id), None)
 
 
+def task_spans(output: str) -> dict[str, float]:
+    """The seconds each task of a DAG run took, read off ``dag.test()``'s own lines (``[DAG TEST] starting
+    task_id=T`` and the line that ends it), by task id; ``intake..promote`` is from intake's start to
+    promote's end (to the canary's end when the canary blocked the release, so promote did not run). A task
+    that ran more than once (the canary tries again on an inconclusive latency gate) is timed by its last try,
+    and ``T tries`` counts them."""
+    from datetime import datetime
+
+    started: dict[str, datetime] = {}
+    ended: dict[str, datetime] = {}
+    tries: dict[str, int] = {}
+    for line in output.splitlines():
+        match = _DAG_TEST_LINE.match(line)
+        if match is None:
+            continue
+        at = datetime.fromisoformat(match["at"].replace("Z", "+00:00"))
+        if match["what"] == "starting":
+            tries[match["task"]] = tries.get(match["task"], 0) + 1
+        (started if match["what"] == "starting" else ended)[match["task"]] = at
+    spans = {t: (ended[t] - started[t]).total_seconds() for t in started if t in ended}
+    spans.update({f"{t} tries": float(n) for t, n in tries.items() if n > 1})
+    last = next((t for t in (PROMOTE, CANARY) if t in ended), None)
+    if "intake" in started and last is not None:
+        spans["intake..promote"] = (ended[last] - started["intake"]).total_seconds()
+    return spans
+
+
+#: a line of ``dag.test()`` that starts or ends a task; a failed task's line says so in its own words
+_DAG_TEST_LINE = re.compile(r"^(?P<at>\d{4}-\d\d-\d\dT[\d:.]+Z?)\s.*\[DAG TEST\] (?P<what>starting|end task) task_id=(?P<task>\w+)")
+
+
 def _print_summary(releases: list[dict[str, Any]], seconds: float, store_copy: Path, n: int) -> None:
     promoted = [r for r in releases if r["promoted"]]
     rolled_back = [r for r in releases if r.get("problems") == []]
     print(f"[demo] done in {seconds:.0f} s: {len(promoted)} of {len(releases)} releases promoted, "
           f"{len(releases) - len(promoted)} blocked by the canary, {len(rolled_back)} rolled back by the watch")
+    first = [r["spans"]["intake..promote"] for r in releases[:3] if "intake..promote" in (r.get("spans") or {})]
+    if len(first) == 3:
+        print(f"  releases 1-3, intake to promotion or refusal: {' + '.join(f'{t:.1f}' for t in first)} = {sum(first):.1f} s "
+              "(roll-outs and the watch apart)")
     for r in releases:
         _print_release(r)
     serving = next((r["rollout"]["release_id"] for r in reversed(releases) if r.get("rollout") and r["rollout"]["outcome"] == "done"), None)
@@ -364,7 +408,14 @@ def _print_release(r: dict[str, Any]) -> None:
         _print_rollout(r)
     print(f"    report: {canary['report_json']}")
     print(f"            {canary['report_html']}")
-    print(f"    time: {r['seconds']:.0f} s (training, the DAG run" + (", the roll-out and the watch)" if r.get("rollout") else ")"))
+    spans = r.get("spans") or {}
+    if "intake..promote" in spans:
+        print(f"    time: {spans['intake..promote']:.1f} s intake to " + ("promotion" if p else "the canary's refusal")
+              + "".join(f", {t} {spans[t]:.1f} s" + (f" (the last of {spans[f'{t} tries']:.0f} tries)" if f"{t} tries" in spans else "")
+                        for t in (CANARY, ROLLOUT) if t in spans)
+              + f" ({r['seconds']:.0f} s with training and the DAG run's other tasks)")
+    else:
+        print(f"    time: {r['seconds']:.0f} s (training and the DAG run)")
 
 
 def _print_rollout(r: dict[str, Any]) -> None:

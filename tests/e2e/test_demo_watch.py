@@ -30,11 +30,17 @@ def test_a_release_that_fails_on_production_values_is_rolled_back_by_the_watch(t
     spec = write_dag_spec(tmp_path / "specs")
     with EmbeddedStack(tmp_path / "stack") as stack, LocalFleet(tmp_path / "serving") as fleet:
         stack.extra_env[FLEET_ENV] = str(fleet.fleet_file)
-        version = train_iris(stack.tracking_uri, c=10.0)
-        champion = new_release_id("iris")
-        run = stack.run_dag({"spec": str(spec), "release_id": champion})
-        assert run.returncode == 0 and run.state == "success", run.output[-5000:]
-        fourth = release_four(stack, fleet, tmp_path, spec, champion={"release_id": champion, "version": version})
+        stack.extra_env["PYTHONUNBUFFERED"] = "1"  # the traffic starts on the rollout task's first line, as it comes
+        # as the demo runs them: both DAG runs in one Airflow process, warmed while the champion trains;
+        # release_four's traffic starts only if the session streams the run's lines as they come
+        with stack.dag_session(warm="model_release") as dags:
+            version = train_iris(stack.tracking_uri, c=10.0)
+            champion = new_release_id("iris")
+            run = dags.run({"spec": str(spec), "release_id": champion})
+            assert run.returncode == 0 and run.state == "success", run.output[-5000:]
+            assert "[dag session] model_release parsed and its tasks' modules imported in" in run.output
+            fourth = release_four(stack, fleet, tmp_path, spec, champion={"release_id": champion, "version": version},
+                                  run=dags.run)
 
     assert fourth is not None, "the fourth release must pass the canary and be promoted (it is release 3 on golden rows)"
     assert fourth["promoted"]["previous_release"] == champion
@@ -54,3 +60,6 @@ def test_a_release_that_fails_on_production_values_is_rolled_back_by_the_watch(t
     # the traffic loop played production to both servers and stopped by itself
     assert all(t.answered > 0 for t in fourth["traffic"].values()), fourth["traffic"]
     assert fourth["version"] != version and MODEL_NAME == "iris-classifier"
+    # the demo's timing of the run, from its own task lines: the canary and the roll-out apart
+    spans = fourth["spans"]
+    assert 0 < spans["canary"] < spans["intake..promote"] and spans["rollout"] > 0, spans

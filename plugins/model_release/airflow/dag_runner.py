@@ -9,14 +9,24 @@ caller, :class:`model_release.local.stack.DagSession`, chooses ``MARK``).
 
 ``airflow dags test`` pays Airflow's start-up again for every run (about 25 s on two cores, as much
 as a whole run of the release DAG takes once its modules are imported); a session of several runs
-(:meth:`model_release.local.stack.EmbeddedStack.dag_session`) pays it once.
+(:meth:`model_release.local.stack.EmbeddedStack.dag_session`) pays it once. With ``--warm DAG_ID``
+it also parses that DAG and imports the modules its tasks import on first use (MLflow, ONNX,
+great_expectations, Triton's client: seconds each on two cores) before it reads the first request,
+so that a caller who starts the session early (the demo, while it trains its first model) does not
+wait for them in its first run.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
+import time
 import traceback
+
+#: what the release DAG's tasks import on first use, heaviest first; ``--warm`` imports them up front
+WARM_MODULES = ("great_expectations", "mlflow.pyfunc", "model_release.pipeline", "model_release.canary.stage",
+                "model_release.serve.stage", "tritonclient.http", "onnx")
 
 
 def run_one(dag_id: str, conf: dict | None) -> dict:
@@ -33,10 +43,27 @@ def run_one(dag_id: str, conf: dict | None) -> dict:
             "run_id": getattr(dr, "run_id", None), "error": None}
 
 
+def warm(dag_id: str) -> float:
+    """Parse ``dag_id`` and import :data:`WARM_MODULES`; the seconds it took."""
+    from airflow.utils.cli import get_bagged_dag
+
+    started = time.perf_counter()
+    get_bagged_dag(bundle_names=None, dag_id=dag_id)
+    for module in WARM_MODULES:
+        importlib.import_module(module)
+    return time.perf_counter() - started
+
+
 def main(argv: list[str]) -> int:
+    end_mark, options = argv[0], argv[1:]
+    if options and not (options[0] == "--warm" and len(options) == 2):
+        print(f"dag_runner: unknown arguments {options!r}; valid: MARK [--warm DAG_ID]", file=sys.stderr)
+        return 2
     from airflow.utils.providers_configuration_loader import providers_configuration_loaded
 
-    end_mark = argv[0]
+    if options:
+        seconds = providers_configuration_loaded(warm)(options[1])
+        print(f"[dag session] {options[1]} parsed and its tasks' modules imported in {seconds:.1f} s", flush=True)
     run = providers_configuration_loaded(run_one)
     for line in sys.stdin:
         if not line.strip():

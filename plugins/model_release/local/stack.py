@@ -178,14 +178,18 @@ class EmbeddedStack(StartedOnEnter):
                     break
         return DagRunOutcome(proc.returncode, state, output)
 
-    def dag_session(self) -> "DagSession":
+    def dag_session(self, *, warm: str | None = None) -> "DagSession":
         """A process that runs DAGs as :meth:`run_dag` does, many times, paying Airflow's start-up once.
 
         Use as a context manager (``with stack.dag_session() as dags: dags.run(conf)``); the process
         takes the environment of :meth:`env` as it is when the session starts.
+
+        Args:
+            warm: a DAG id the process parses, with its tasks' imports, as soon as it starts (in the
+                background of the caller, which may do other work before its first run).
         """
         self.migrate_airflow()
-        return DagSession(self.env())
+        return DagSession(self.env(), warm=warm)
 
 
 class DagSession:
@@ -196,13 +200,15 @@ class DagSession:
     runs affordable on two cores.
     """
 
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(self, env: dict[str, str], *, warm: str | None = None) -> None:
         self.env = env
+        self.warm = warm
         self.proc: subprocess.Popen[str] | None = None
 
     def __enter__(self) -> "DagSession":
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "model_release.airflow.dag_runner", RUN_END_MARK], env=self.env, cwd=PROJECT,
+            [sys.executable, "-m", "model_release.airflow.dag_runner", RUN_END_MARK, *(["--warm", self.warm] if self.warm else [])],
+            env=self.env, cwd=PROJECT,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
         )
         return self
@@ -222,9 +228,14 @@ class DagSession:
             proc.kill()
             proc.wait()
 
-    def run(self, conf: dict[str, Any], *, dag_id: str = "model_release") -> DagRunOutcome:
+    def run(self, conf: dict[str, Any], *, dag_id: str = "model_release",
+            echo: bool | Callable[[str], bool] = False) -> DagRunOutcome:
         """One run of ``dag_id`` with ``conf``: its state and output, and 1 as the command's exit
-        status when it failed (as ``airflow dags test`` exits)."""
+        status when it failed (as ``airflow dags test`` exits).
+
+        Args:
+            echo: print the run's output as it comes, as :meth:`EmbeddedStack.run_dag` does.
+        """
         from ..errors import ServiceUnavailable
 
         proc = self.proc
@@ -240,5 +251,8 @@ class DagSession:
                 failed = ended["error"] is not None or state != "success"
                 return DagRunOutcome(1 if failed else 0, state, "".join(lines))
             lines.append(line)
+            if echo is True or (callable(echo) and echo(line)):
+                sys.stdout.write(line)
+                sys.stdout.flush()
         raise ServiceUnavailable(f"the DAG session's process exited ({proc.wait()}); its output ends with:\n"
                                  + "".join(lines[-40:]))
