@@ -160,11 +160,14 @@ def serve_and_replay(
     spec: ReleaseSpec, assembled: AssembleResult, export: ExportResult, golden: Golden, champion: Champion,
     folder: Path, endpoint: str | None, report: CanaryReport, remote: RemoteCanary | None = None,
     open_store: Callable[[str], Any] | None = None, later: contextlib.ExitStack | None = None,
+    blocked: Callable[[Replays], list[str]] | None = None,
 ) -> Replays:
     """Start (or reach) the Triton, load candidate and champion in dependency order, replay both.
 
     ``later``: where the local Triton's stop is left to finish (it runs on a thread from when this
     returns or raises, and is joined when ``later`` closes); None stops it before this returns.
+    ``blocked``: the gates that already block the release on its replays; when it names any and
+    ``canary.load.when_blocked`` is ``skip``, tuning and the load phase do not run (``Replays.load_skipped`` says why).
     """
     order = list(assembled.load_order)
     if assembled.entry_model not in order:
@@ -200,6 +203,8 @@ def serve_and_replay(
                 replays.champion, replays.champion_skipped = _replay_champion(
                     spec, server, url, champion, golden, endpoint, report, delivery)
             if spec.canary.load.enabled:
+                replays.load_skipped = _skip_load(spec, replays, blocked, report)
+            if spec.canary.load.enabled and replays.load_skipped is None:
                 replays.load, replays.load_histograms = under_load(
                     spec, server, url, assembled, champion, golden.inputs, replays.champion is not None, folder, alive, report)
             return replays
@@ -211,6 +216,28 @@ def serve_and_replay(
                     server.unload(order)
                 server.unload(pushed)
             server.close()
+
+
+#: why each load gate is skipped when the replay blocked the release (report.json's load_phase says it in full)
+SKIPPED_BLOCKED = "not measured: the replay already blocked the release"
+
+
+def _skip_load(spec: ReleaseSpec, replays: Replays, blocked: Callable[[Replays], list[str]] | None,
+               report: CanaryReport) -> str | None:
+    """Why the load gates are skipped when the replay has blocked the release already (tuning and the
+    load phase then do not run; the report's sections say why in full), or None."""
+    if blocked is None or spec.canary.load.when_blocked != "skip":
+        return None
+    gates = blocked(replays)
+    if not gates:
+        return None
+    why = (f"not measured: the replay already blocked the release ({', '.join(gates)}), and nothing measured under load "
+           "can unblock it (canary.load.when_blocked: skip; set measure for its latency figures anyway)")
+    report.load_phase = {"skipped": why}
+    if spec.canary.tune.enabled:
+        report.tuning = {"skipped": why}
+    log.info("canary: tuning and the load phase are skipped: %s", why)
+    return SKIPPED_BLOCKED  # each load gate's line, short: the failed gates are listed beside them
 
 
 def _no_store(uri: str) -> Any:

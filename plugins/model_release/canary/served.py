@@ -25,6 +25,8 @@ class Replays:
     load: dict[str, dict[str, Any]] | None = None
     #: the load phase's latency histograms per target, over its settled windows (the plot's data)
     load_histograms: dict[str, Any] | None = None
+    #: why the load phase (and tuning) did not run though the spec asks for it: the release was blocked on its replay
+    load_skipped: str | None = None
 
 
 @dataclass

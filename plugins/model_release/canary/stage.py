@@ -25,7 +25,7 @@ from ..triton.delivery import RemoteCanary
 from ..types import AssembleResult, CanaryResult, ExportResult, IntakeResult
 from ..workspace import Workspace
 from .champion import NONE, Champion
-from .judge.judging import Judgement, judge
+from .judge.judging import Judgement, blocked_on_replay, judge
 from .report.document import CanaryReport, write_reports
 from .report.plotdata import plots_of
 from .serve import Replays, load_golden, serve_and_replay
@@ -100,7 +100,7 @@ def run_canary(
     with contextlib.ExitStack() as later:
         try:
             replays = serve_and_replay(spec, assembled, export, golden, champion, folder, endpoint, report, remote, open_store,
-                                       later=later)
+                                       later=later, blocked=lambda r: blocked_on_replay(spec, assembled, golden, r, champion))
             judge(spec, assembled, golden, replays, champion, into=judgement)
         except UserError as exc:  # the candidate's (or the spec's) fault: the report says why before the error goes up
             if report.closed:

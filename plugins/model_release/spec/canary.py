@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -86,9 +87,16 @@ class LoadSpec(_Strict):
     and champion alternate window by window. Gates: any request error; the candidate's p99 at most
     ``max_p99_ratio`` x the champion's; its throughput at least ``min_throughput_ratio`` x the
     champion's; ``canary.p99_ms`` (an absolute SLO) when set.
+
+    ``when_blocked``: what happens when the correctness replay has already blocked the release (a gate
+    on the served outputs failed, decided: parity, contract, ground-truth quality, flips, classes).
+    ``skip`` (the default): tuning and the load phase do not run, since nothing measured under load
+    can unblock it, and their gates say so; the canary says no in the time its replay takes.
+    ``measure``: they run anyway, for the latency figures of a release that is blocked already.
     """
 
     enabled: bool = True
+    when_blocked: Literal["skip", "measure"] = "skip"
     concurrency: int = Field(4, ge=1, le=256)
     batch_rows: int = Field(16, ge=1)
     warmup_s: float = Field(1.0, ge=0, le=600)

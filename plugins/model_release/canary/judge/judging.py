@@ -78,28 +78,18 @@ def judge(spec: ReleaseSpec, assembled: AssembleResult, golden: Golden, replays:
           into: Judgement) -> Judgement:
     """Every gate on the served outputs, in report order; fills ``into`` and returns it."""
     interface = cmp.Interface.of(assembled)
-    served = replays.candidate.outputs
-    parity, into.not_compared = cmp.compare_with_reference(
-        interface, spec.canary.tolerances, spec.canary.min_label_agreement, golden.reference, served)
-    into.parity = parity.to_dict()
-    into.evidence.parity = _parity_evidence(spec, interface, golden, served)
     into.timing = timing = replays.candidate.timing()
-    into.expectations = _expectations(spec, interface, served)
-    champion_outputs, why_not = _champion_outputs(champion, replays)
+    into.expectations = _expectations(spec, interface, replays.candidate.outputs)
     if replays.champion is not None:
         into.champion_timing = replays.champion.timing()
-    gates = [
-        *gt.parity_gates(parity),
-        _contract(spec, assembled, champion),
-        gt.nonfinite_gate(q.nonfinite_rows(served), golden.rows),
-        *_quality(spec, interface, served, golden, champion, champion_outputs, into),
-        *_likeness(spec, interface, served, champion, champion_outputs, why_not, into),
-    ]
-    gates = report_only_likeness(gates)  # with ground truth the negative flips judge what agreement stood in for
+    gates, why_not = _replay_gates(spec, assembled, interface, golden, replays, champion, into)
     if replays.load is not None:  # the SLO is judged on the load phase; on the replay's burst only when there is none
         gates += gt.load_gates(spec, replays.load["candidate"], replays.load.get("champion"), champion.name,
                                why_not or "the champion was not served beside the candidate", replays.load.get("paired"))
         p99 = replays.load["candidate"]["p99_ms"]
+    elif replays.load_skipped is not None:  # blocked on its replay already: nothing was measured under load
+        gates += [gt.skipped(name, setting, replays.load_skipped) for name, setting in LOAD_GATES]
+        p99 = timing["p99_ms"]
     else:
         p99 = timing["p99_ms"]
         if spec.canary.p99_ms is not None:
@@ -109,6 +99,41 @@ def judge(spec: ReleaseSpec, assembled: AssembleResult, golden: Golden, replays:
     into.slo = {"p99_ms_limit": spec.canary.p99_ms, "p99_ms": p99, "measured_by": "load phase" if replays.load else "replay",
                 "passed": spec.canary.p99_ms is None or p99 <= spec.canary.p99_ms}
     return into
+
+
+#: the load phase's gates (name, setting), as :func:`~.gates.load_gates` decides them
+LOAD_GATES = (("load.errors", "canary.load"), ("load.slo_p99", "canary.p99_ms"),
+              ("load.p99_ratio", "canary.load.max_p99_ratio"), ("load.throughput_ratio", "canary.load.min_throughput_ratio"))
+
+
+def _replay_gates(spec: ReleaseSpec, assembled: AssembleResult, interface: cmp.Interface, golden: Golden, replays: Replays,
+                  champion: Champion, into: Judgement) -> tuple[list[gt.Gate], str]:
+    """The gates decided on the replayed outputs alone (parity, contract, non-finite rows, ground-truth
+    quality, likeness to the champion), in report order, and why the champion was not compared if not."""
+    served = replays.candidate.outputs
+    parity, into.not_compared = cmp.compare_with_reference(
+        interface, spec.canary.tolerances, spec.canary.min_label_agreement, golden.reference, served)
+    into.parity = parity.to_dict()
+    into.evidence.parity = _parity_evidence(spec, interface, golden, served)
+    champion_outputs, why_not = _champion_outputs(champion, replays)
+    gates = [
+        *gt.parity_gates(parity),
+        _contract(spec, assembled, champion),
+        gt.nonfinite_gate(q.nonfinite_rows(served), golden.rows),
+        *_quality(spec, interface, served, golden, champion, champion_outputs, into),
+        *_likeness(spec, interface, served, champion, champion_outputs, why_not, into),
+    ]
+    # with ground truth the negative flips judge what agreement stood in for
+    return report_only_likeness(gates), why_not
+
+
+def blocked_on_replay(spec: ReleaseSpec, assembled: AssembleResult, golden: Golden, replays: Replays,
+                      champion: Champion) -> list[str]:
+    """The gates that already block the release on its replay (failed, decided; an inconclusive one
+    blocks nothing), by name: what ``canary.load.when_blocked: skip`` stops the canary for. Judged as
+    :func:`judge` judges them, into a scratch judgement."""
+    gates, _ = _replay_gates(spec, assembled, cmp.Interface.of(assembled), golden, replays, champion, Judgement())
+    return [g.name for g in gates if g.failed]
 
 
 def _expectations(spec: ReleaseSpec, interface: cmp.Interface, served: dict[str, np.ndarray]) -> dict[str, Any]:

@@ -218,8 +218,9 @@ def _latency_section(report: dict[str, Any]) -> list[str]:
     source = (latency or {}).get("source", "load phase")
     no_champion = _no_champion(report)
     out = ["<h2>Latency</h2>"]
-    if load.get("note"):
-        out.append(f"<p class='muted small'>{esc(load['note'])}</p>")
+    for key in ("skipped", "note"):
+        if load.get(key):
+            out.append(f"<p class='muted small'>{'Load phase ' if key == 'skipped' else ''}{esc(load[key])}</p>")
     tuning_missing = ("tuning was off (canary.tune.enabled is false in the spec)" if report.get("gates") else NOT_REACHED)
     figs = [
         plots.latency_cdf(latency, "latency-cdf", f"Latency distribution under the {esc(source)}: the share of requests answered "
@@ -324,6 +325,8 @@ def _details(report: dict[str, Any], d: Decision) -> list[str]:
                                                                "p90_ms", "p99_ms", "max_ms", "mean_ms"]))
         if load.get("paired"):
             parts.append("<h3>alternating window pairs</h3>" + _pairs(load["paired"]))
+        if load.get("skipped"):
+            parts.append(f"<p class='muted'>{esc(load['skipped'])}</p>")
         section("Load phase", "".join(parts))
     tuning = report.get("tuning") or {}
     if tuning.get("trials"):
