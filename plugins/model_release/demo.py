@@ -154,7 +154,8 @@ def _copy_store(stack: Any, dest: Path) -> int:
 
 def _progress_line(line: str) -> bool:
     """The lines of an Airflow run worth showing by default: task starts/ends, stage progress, errors."""
-    return "[DAG TEST]" in line or "[model_release." in line or " error " in line.lower() or "Traceback" in line
+    return ("[DAG TEST]" in line or "[model_release." in line or line.startswith("[dag session]") or " error " in line.lower()
+            or "Traceback" in line)
 
 
 #: the demo's first three candidates: (what it is, training arguments, whether the canary should let it through)
