@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from airflow.sdk.exceptions import AirflowFailException
 
-from ..errors import Inconclusive, UserError
+from ..errors import Inconclusive, IntakeError, UserError
 from ..logs import quiet_wire_loggers
 from ..mlflow_env import check_tracking_uri
 from ..names import check_release_id
@@ -96,9 +96,9 @@ def start(params: dict[str, Any], run_id: str, run_after: Any, *, run: dict[str,
     """Validate the spec and the trigger's parameters, pin the candidate version and claim it; name the
     release (stable across retries) and claim its workspace for this run.
 
-    A scheduled run (``scheduled``) first checks, cheaply, that the candidate is new to the channel
-    (neither released nor rejected; a rejected one only with ``force_retry``), and raises
-    :class:`AirflowSkipException` when it is not, touching nothing. Everything checkable is then
+    A scheduled run (``scheduled``) first checks, cheaply, that there is a candidate (the spec's alias
+    set) and that it is new to the channel (neither released nor rejected; a rejected one only with
+    ``force_retry``), and raises :class:`AirflowSkipException` when not, touching nothing. Everything checkable is then
     checked (:func:`~model_release.pipeline.preflight`, a release id another run's workspace holds
     among it) before anything is written. Every run then claims the version in the channel's ledger
     (:mod:`model_release.store.ledger`): a version another running run holds is skipped, so two runs never
@@ -128,7 +128,13 @@ def start(params: dict[str, Any], run_id: str, run_after: Any, *, run: dict[str,
     store = _store_for(spec)
     tracking_uri = MlflowHook().tracking_uri()
     check_tracking_uri(tracking_uri)  # a bad URI is refused in one line before MLflow is asked anything
-    version = ledger.candidate_version(tracking_uri, spec.model.name, spec.model.alias, spec.model.version)
+    try:
+        version = ledger.candidate_version(tracking_uri, spec.model.name, spec.model.alias, spec.model.version)
+    except IntakeError as exc:
+        if not scheduled:  # a run someone started asks for a candidate that is not there: it fails, saying so
+            raise
+        # a schedule polls for a candidate: none yet (a fresh registry, training has not set the alias) is nothing new
+        raise AirflowSkipException(f"nothing to release: {exc.message}") from None
     # a cascade or fan-out is known by every member's version: new when any member's alias moved
     claimed = ledger.pipeline_version(version, ledger.candidate_identity(tracking_uri, spec, version))
     force = bool(params.get("force_retry", False))
