@@ -37,7 +37,8 @@ sys.path.insert(0, str(ROOT / "plugins"))
 #: that no longer exists stops the bench before anything runs (so a renovation cannot silently make
 #: a phase read 0 s): move it here with the code.
 PHASES = (
-    ("champion fetch (store)", "model_release.canary.champion", "find_champion"),
+    ("champion fetch (store)", "model_release.canary.champion", "served_champion"),  # on a thread, beside the export
+    ("champion lookup (canary)", "model_release.canary.champion", "find_champion"),
     ("repository copy + shim", "model_release.triton.shim", "prepare_canary_repository"),
     ("server start", "model_release.triton.local", "LocalTriton.start"),
     ("model loads", "model_release.triton.server", "TritonServer.load"),

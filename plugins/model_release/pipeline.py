@@ -13,6 +13,7 @@ them in sequence in one process. Services (MLflow, the store, a remote canary) a
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -51,13 +52,22 @@ class Services:
     open_store: Callable[[str], Any] | None = None
     triton_endpoint: str | None = None
     canary: Any = None
+    #: the stores opened so far, by URI: every stage of one release reuses one (opening an S3 store builds a
+    #: boto3 client, a few tenths of a second each time); a store that failed to open is not kept
+    _stores: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def store(self, uri: str) -> Any:
+        """The store at ``uri``, opened once per :class:`Services` (``open_store``, else the standard chain)."""
+        opened = self._stores.get(uri)
+        if opened is not None:
+            return opened
         if self.open_store is not None:
-            return self.open_store(uri)
-        from .store import open_store
+            opened = self.open_store(uri)
+        else:
+            from .store import open_store
 
-        return open_store(uri)
+            opened = open_store(uri)
+        return self._stores.setdefault(uri, opened)
 
 
 def run_stage(ws: Workspace, stage: str, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
@@ -203,10 +213,16 @@ def run_canary(
     assembled: AssembleResult,
     *,
     keep_rejected: bool = True,
+    champion_ahead: "ChampionAhead | None" = None,
+    later: Any = None,
 ) -> CanaryResult:
     """The canary stage. A rejection's reports are kept in the store (``keep_rejected``, see
     :func:`keep_rejected_reports`) before the rejection goes up; an inconclusive canary's are not
-    (:class:`~model_release.errors.CanaryInconclusive`: nothing was rejected, a later canary decides)."""
+    (:class:`~model_release.errors.CanaryInconclusive`: nothing was rejected, a later canary decides).
+    ``champion_ahead``: the served champion, fetched while the candidate exported (:func:`release`);
+    when it found none the champion is looked for here as without it. ``later`` (a
+    :class:`contextlib.ExitStack`): where the local Triton's stop is joined, when the caller has more to
+    do before it returns (:func:`release`); None joins it before the stage ends."""
     from .canary import run_canary as canary
     from .canary.champion import find_champion
     from .canary.report.record import mlflow_recorder
@@ -214,11 +230,15 @@ def run_canary(
 
     def stage() -> CanaryResult:
         store = services.store(spec.promote.store)
+
+        def champion(folder: Any) -> Any:
+            found = champion_ahead.take(folder) if champion_ahead is not None else None
+            return found if found is not None else find_champion(
+                spec, folder, store=store, tracking_uri=services.tracking_uri, intake=intake, export=export)
+
         return canary(
             spec, intake, export, assembled, ws, endpoint=services.triton_endpoint, remote=services.canary,
-            open_store=services.store,
-            find_champion=lambda folder: find_champion(spec, folder, store=store, tracking_uri=services.tracking_uri,
-                                                       intake=intake, export=export),
+            open_store=services.store, find_champion=champion, later=later,
             record=mlflow_recorder(services.tracking_uri, intake, export) if services.tracking_uri else None,
         )
 
@@ -365,12 +385,17 @@ def release(spec: ReleaseSpec, ws: Workspace, services: Services, *, promote: bo
               redact(services.tracking_uri or "(MLflow's default)"), spec.promote.store, ws.path,
               services.triton_endpoint or "a local Triton")
     outcome = ReleaseOutcome(release_id=ws.release_id, workspace=str(ws.path))
+    ahead: ChampionAhead | None = None
+    # the canary's local Triton stops on a thread while judging, reporting and promotion go on: joined here
+    later = contextlib.ExitStack()
     try:
         intake = run_intake(spec, ws, services)
+        ahead = ChampionAhead(spec, ws, services)  # the champion is fetched while the candidate exports
         export = run_export(spec, ws, intake)
         tensorrt = run_tensorrt(spec, ws, export)
         assembled = run_assemble(spec, ws, intake, export, tensorrt)
-        outcome.canary = run_canary(spec, ws, services, intake, export, assembled, keep_rejected=promote)
+        outcome.canary = run_canary(spec, ws, services, intake, export, assembled, keep_rejected=promote,
+                                    champion_ahead=ahead, later=later)
         if promote:
             outcome.promoted = run_promote(spec, ws, services, export, assembled, outcome.canary)
     except ModelReleaseError as exc:
@@ -379,8 +404,76 @@ def release(spec: ReleaseSpec, ws: Workspace, services: Services, *, promote: bo
             outcome.canary = exc.result
         raise
     finally:
+        later.close()
+        if ahead is not None:
+            ahead.close()
         atomic_write_json(ws.path / "outcome.json", outcome.to_dict())
     return outcome
+
+
+class ChampionAhead:
+    """The served champion (:func:`~model_release.canary.champion.served_champion`) fetched on a thread of
+    its own from when it is made, so that the store's download overlaps the export stage.
+
+    Only :func:`release` uses it: an Airflow DAG runs export and canary as separate tasks, where the
+    canary finds its champion itself. The fetch goes to a hidden folder of the workspace, which
+    :meth:`take` moves to the canary's champion folder (where the canary would have fetched it);
+    :meth:`close` removes what was not taken. Whatever the fetch raised is raised by :meth:`take`,
+    inside the canary stage, as if the canary had fetched it itself.
+    """
+
+    def __init__(self, spec: ReleaseSpec, ws: Workspace, services: Services) -> None:
+        import tempfile
+        import threading
+        from pathlib import Path
+
+        self._folder = Path(tempfile.mkdtemp(prefix=".champion-ahead-", dir=ws.path))
+        self._found: Any = None
+        self._error: BaseException | None = None
+        self._taken = False
+        self._thread = threading.Thread(target=self._fetch, args=(spec, services), name="champion-ahead", daemon=True)
+        self._thread.start()
+
+    def _fetch(self, spec: ReleaseSpec, services: Services) -> None:
+        from .canary.champion import served_champion
+
+        try:
+            self._found = served_champion(spec, self._folder / "champion", store=services.store(spec.promote.store))
+        except BaseException as exc:  # noqa: BLE001 - raised again by take(), in the canary stage
+            self._error = exc
+
+    def take(self, folder: Any) -> Any:
+        """The served champion moved to ``folder`` (None when the channel had no pointer); raises what the fetch raised.
+
+        Taken once: a second call (a retried canary in the same process) returns None, so the caller looks again.
+        """
+        import shutil
+        from pathlib import Path
+
+        self._thread.join()
+        if self._taken:
+            return None
+        self._taken = True
+        if self._error is not None:
+            raise self._error
+        found = self._found
+        if found is None:
+            return None
+        folder = Path(folder)
+        if folder.exists():
+            shutil.rmtree(folder)
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(self._folder / "champion"), str(folder))
+        if found.repository is not None:
+            found.repository = folder / Path(found.repository).relative_to(self._folder / "champion")
+        return found
+
+    def close(self) -> None:
+        """Wait for the fetch and remove its folder (what :meth:`take` moved away is not in it)."""
+        import shutil
+
+        self._thread.join()
+        shutil.rmtree(self._folder, ignore_errors=True)
 
 
 @dataclass

@@ -111,19 +111,34 @@ def find_champion(
     """
     channel = spec.promote.channel
     if store is not None:
-        from ..store.pointer import read_channel
-
-        pointer = read_channel(store, channel)
-        if pointer is not None:
-            champion = _served(store, pointer.release_id, channel, folder)
-            champion.pinned = True
-            return champion
+        served = served_champion(spec, folder, store=store)
+        if served is not None:
+            return served
     champion = _native(spec, folder, tracking_uri, intake, export)
     if champion is None:
         where = f"channel {channel!r} of {spec.promote.store}" if store is not None else f"channel {channel!r}"
         alias = f" and MLflow has no {spec.promote.mlflow_alias!r} alias" if spec.promote.mlflow_alias else ""
         champion = Champion(NONE, channel, reason=f"{where} has no release yet{alias}: this is its first release")
     champion.pinned = store is not None
+    return champion
+
+
+def served_champion(spec: ReleaseSpec, folder: Path, *, store: Any) -> Champion | None:
+    """The release the channel's pointer names, fetched into ``folder`` and renamed (pinned); None when
+    the channel has no pointer. The first step of :func:`find_champion`, which needs nothing of the
+    candidate: :func:`model_release.pipeline.release` runs it while the candidate exports.
+
+    Raises:
+        ServiceUnavailable: the store could not be read.
+        ModelReleaseError: the champion's release is damaged (a checksum mismatch names the file).
+    """
+    from ..store.pointer import read_channel
+
+    pointer = read_channel(store, spec.promote.channel)
+    if pointer is None:
+        return None
+    champion = _served(store, pointer.release_id, spec.promote.channel, folder)
+    champion.pinned = True
     return champion
 
 

@@ -38,7 +38,7 @@ from ..spec import DEFAULT_MIN_GOLDEN_ROWS, ReleaseSpec
 from ..triton.client import ReplayResult, TritonHttpClient, replay
 from ..triton.delivery import Delivery, RemoteCanary, check_plans
 from ..triton.server import TritonServer
-from ..triton.shim import prepare_canary_repository
+from ..triton.shim import auto_complete_needed, prepare_canary_repository
 from ..types import AssembleResult, ExportResult
 from .champion import SERVED, Champion
 from .measure.phase import under_load
@@ -130,12 +130,17 @@ def _triton(spec: ReleaseSpec, assembled: AssembleResult, folder: Path, endpoint
         for model in sorted(p for p in theirs.path.iterdir() if p.is_dir()):
             shutil.move(str(model), copy.path / model.name)
         copy.shimmed += theirs.shimmed
+    # a stub per python model load less when no model completes its own configuration (triton.shim)
+    completes = auto_complete_needed(copy.path)
     facts = {
         "mode": "local", "description": copy.description, "shimmed_models": copy.shimmed,
         "repository": str(copy.path), "log": str(folder / "tritonserver.log"),
+        "auto_complete_config": f"on: {completes}" if completes else "off: no model completes its own configuration",
     }
-    # the server's own files go to a temporary folder; only its log stays, beside the report
-    triton = LocalTriton(copy.path, log_path=folder / "tritonserver.log", ready_timeout=spec.canary.ready_timeout_s)
+    # the server's own files go to a temporary folder; only its log stays, beside the report. Its
+    # python models are compiled first, so loading an ensemble does not load its steps again
+    triton = LocalTriton(copy.path, log_path=folder / "tritonserver.log", ready_timeout=spec.canary.ready_timeout_s,
+                         precompile=True, server_args=[] if completes else ["--disable-auto-complete-config"])
     try:
         triton.start()
     except BaseException:

@@ -51,6 +51,7 @@ def run_canary(
     record: Recorder | None = None,
     remote: RemoteCanary | None = None,
     open_store: Callable[[str], Any] | None = None,
+    later: contextlib.ExitStack | None = None,
 ) -> CanaryResult:
     """Run the canary gate on an assembled repository and write its report.
 
@@ -66,6 +67,9 @@ def run_canary(
         record: called with the closed report (pass or reject), e.g. to log the served metrics to MLflow.
         remote: a canary Triton started separately that shares no disk (:mod:`model_release.triton.delivery`); takes the place
             of ``endpoint``. ``open_store`` opens its object-store repository with the task's credentials.
+        later: where the local Triton's stop (a thread, started once the load phase is over) is joined:
+            the caller's, when it has more to do meanwhile (:func:`model_release.pipeline.release` promotes);
+            None joins it before this returns.
 
     Returns:
         The verdict, the report paths, the figures and the champion it was judged against.
@@ -96,8 +100,10 @@ def run_canary(
     if intake.members:
         _pipeline_members(report, intake, champion)
     judgement, replays = Judgement(), None
-    # the local Triton stops on a thread of its own while judging and reporting go on; joined before returning
-    with contextlib.ExitStack() as later:
+    # the local Triton stops on a thread of its own while judging and reporting go on; joined before returning,
+    # or by the caller's ``later``
+    with contextlib.ExitStack() as own:
+        later = later if later is not None else own
         try:
             replays = serve_and_replay(spec, assembled, export, golden, champion, folder, endpoint, report, remote, open_store,
                                        later=later, blocked=lambda r: blocked_on_replay(spec, assembled, golden, r, champion))

@@ -110,6 +110,40 @@ def prepare_canary_repository(source: Path, destination: Path) -> CanaryReposito
     return result
 
 
+def auto_complete_needed(repository: Path) -> str | None:
+    """Why the canary Triton serving ``repository`` must complete model configurations, or None.
+
+    Triton's auto-complete costs a python stub per python model load (the python backend starts one
+    to call the model's ``auto_complete_config``, whether it defines it or not; about a second on the
+    CPU canary, at every load and tuning reload). It changes nothing when no ``model.py`` defines
+    ``auto_complete_config`` and every model declares its inputs and outputs, which is what a
+    shimmed repository of the assembled templates is; then the server can run with
+    ``--disable-auto-complete-config``. Anything else (a model that completes itself, a config
+    without tensors, a file that does not parse) keeps it on.
+    """
+    import ast
+
+    for model_dir in sorted(p for p in Path(repository).iterdir() if p.is_dir()):
+        cfg_path = model_dir / "config.pbtxt"
+        if not cfg_path.is_file():
+            continue
+        try:
+            config = read_config(cfg_path)
+        except CanaryRejected:
+            return f"{cfg_path} does not parse"
+        if not config.input or not config.output:
+            return f'model "{model_dir.name}" declares no {"inputs" if not config.input else "outputs"} in config.pbtxt'
+        for script in sorted(model_dir.glob("*/model.py")):
+            try:
+                tree = ast.parse(script.read_text(encoding="utf-8"))
+            except (OSError, SyntaxError, ValueError):
+                return f"{script} does not parse"
+            if any(isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "auto_complete_config"
+                   for node in ast.walk(tree)):
+                return f'model "{model_dir.name}" defines auto_complete_config ({script})'
+    return None
+
+
 def _shim(model_dir: Path, config, pb) -> None:  # noqa: ANN001
     """Turn one onnxruntime model's folder and config into a python-backend shim."""
     filename = config.default_model_filename or "model.onnx"
