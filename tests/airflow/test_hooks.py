@@ -6,27 +6,37 @@ import json
 
 import pytest
 
-from model_release.airflow.hooks import MlflowHook, ModelStoreHook, TritonCanaryHook
 from model_release.errors import ServiceUnavailable
+
+# model_release.airflow.hooks imports Airflow (seconds): each test imports it, so collecting this file
+# on every pytest-xdist worker does not.
 
 
 def test_mlflow_tracking_uri_from_connection_extra(monkeypatch) -> None:
+    from model_release.airflow.hooks import MlflowHook
+
     monkeypatch.setenv("AIRFLOW_CONN_MLFLOW_TEST", json.dumps({"conn_type": "http", "extra": {"tracking_uri": "sqlite:////tmp/x.db"}}))
     assert MlflowHook("mlflow_test").tracking_uri() == "sqlite:////tmp/x.db"
 
 
 def test_mlflow_tracking_uri_from_connection_host(monkeypatch) -> None:
+    from model_release.airflow.hooks import MlflowHook
+
     monkeypatch.setenv("AIRFLOW_CONN_MLFLOW_HOST", json.dumps({"conn_type": "http", "host": "mlflow.internal", "port": 5000}))
     assert MlflowHook("mlflow_host").tracking_uri() == "http://mlflow.internal:5000"
 
 
 def test_mlflow_without_connection_or_env_says_what_to_set(monkeypatch) -> None:
+    from model_release.airflow.hooks import MlflowHook
+
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     with pytest.raises(ServiceUnavailable, match="mlflow_missing.*MLFLOW_TRACKING_URI"):
         MlflowHook("mlflow_missing").tracking_uri()
 
 
 def test_triton_canary_endpoint_or_embedded(monkeypatch) -> None:
+    from model_release.airflow.hooks import TritonCanaryHook
+
     assert TritonCanaryHook("triton_absent").endpoint() is None
     monkeypatch.setenv("AIRFLOW_CONN_TRITON_REMOTE", json.dumps({"conn_type": "http", "host": "canary.internal", "port": 8000}))
     assert TritonCanaryHook("triton_remote").endpoint() == "canary.internal:8000"
@@ -34,6 +44,7 @@ def test_triton_canary_endpoint_or_embedded(monkeypatch) -> None:
 
 @pytest.mark.integration
 def test_store_hook_uses_the_connections_endpoint_and_credentials(monkeypatch, tmp_path) -> None:
+    from model_release.airflow.hooks import ModelStoreHook
     from model_release.local.moto_process import MotoServer, ensure_bucket
 
     secret = "s3cr3t-never-logged-7f3a"
@@ -82,6 +93,8 @@ def test_a_connection_that_cannot_be_read_is_an_outage_not_an_absent_connection(
     """Only "not defined" means absent; a failing secrets backend must not silently fall back to the
     embedded Triton or to $MLFLOW_TRACKING_URI."""
     from airflow.sdk import BaseHook
+
+    from model_release.airflow.hooks import MlflowHook, TritonCanaryHook
 
     def broken(conn_id: str):  # noqa: ANN202
         raise RuntimeError("vault at https://user:hunter2@vault.internal timed out")

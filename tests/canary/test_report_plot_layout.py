@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from model_release.canary.report import plots
 
@@ -15,6 +14,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from bench_report_plots import classifier_report, regressor_report  # noqa: E402
 
 from model_release.canary.report.page import render_html  # noqa: E402
+
+
+def agg_renderer(fig):  # noqa: ANN001, ANN201
+    """Matplotlib's Agg renderer for the figure; imported here, not at collection on every xdist worker."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    return FigureCanvasAgg(fig).get_renderer()
 
 
 @pytest.fixture
@@ -36,7 +42,7 @@ def test_every_text_of_every_plot_lies_inside_its_figure(figures, make) -> None:
     assert len(figures) >= 6
     for label, fig in figures:
         assert fig.get_layout_engine() is None, label  # fixed margins, not constrained layout
-        renderer = FigureCanvasAgg(fig).get_renderer()
+        renderer = agg_renderer(fig)
         fig.draw(renderer)
         drawn = fig.get_tightbbox(renderer)  # inches: everything drawn, texts included
         width, height = fig.get_size_inches()
@@ -54,7 +60,7 @@ def test_long_class_names_stay_inside_the_confusion_matrix_figure(figures) -> No
     cm = {"labels": labels, "matrix": [[5, 1, 0], [0, 4, 2], [1, 0, 6]], "rows_are": "ground truth", "columns_are": "candidate"}
     plots.confusion(cm, "confusion", "candidate against ground truth with a long title", "caption", missing="-")
     (_, fig), = figures
-    renderer = FigureCanvasAgg(fig).get_renderer()
+    renderer = agg_renderer(fig)
     fig.draw(renderer)
     drawn, (width, height) = fig.get_tightbbox(renderer), fig.get_size_inches()
     assert drawn.x0 >= -0.01 and drawn.y0 >= -0.01 and drawn.x1 <= width + 0.01 and drawn.y1 <= height + 0.01, drawn.bounds
@@ -68,7 +74,7 @@ def test_the_parity_plot_labels_its_decades_in_plain_text_not_mathtext(figures) 
             "zero": 2, "elements": 50}
     html = plots.parity_errors("probabilities", data, "parity", "caption")
     (_, fig), = figures
-    renderer = FigureCanvasAgg(fig).get_renderer()
+    renderer = agg_renderer(fig)
     fig.draw(renderer)
     labels = [t.get_text() for t in fig.axes[0].get_xticklabels() if t.get_visible() and t.get_text()]
     assert "10⁻⁶" in labels and not any("$" in t for t in labels)  # mathtext is parsed at about 0.1 s a label
