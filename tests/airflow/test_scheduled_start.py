@@ -11,9 +11,6 @@ import json
 from datetime import datetime, timezone
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
-
-from model_release.airflow import tasks
 
 from ..dag_spec import write_dag_spec
 
@@ -32,6 +29,10 @@ def registry(tmp_path, monkeypatch):
 
 
 def test_a_scheduled_run_without_a_candidate_is_skipped_as_nothing_to_release(tmp_path, registry) -> None:
+    from airflow.sdk.exceptions import AirflowSkipException  # in the test: collecting stays free of Airflow's import
+
+    from model_release.airflow import tasks
+
     spec = write_dag_spec(tmp_path / "specs")
     with pytest.raises(AirflowSkipException) as skipped:
         tasks.start({"spec": str(spec)}, "scheduled__2026-12-02T00:00:00+00:00", RUN_AFTER, scheduled=True)
@@ -40,6 +41,10 @@ def test_a_scheduled_run_without_a_candidate_is_skipped_as_nothing_to_release(tm
 
 
 def test_a_run_someone_started_without_a_candidate_fails_naming_the_alias(tmp_path, registry) -> None:
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from model_release.airflow import tasks
+
     spec = write_dag_spec(tmp_path / "specs")
     # a user's error: the task fails without retrying (no_retry_on_user_error), naming the alias and what to do
     with pytest.raises(AirflowFailException, match=r'^\[intake\] model "iris-classifier" has no alias "candidate" .*set the alias on'):
