@@ -26,8 +26,10 @@ down:
 # Most tests in parallel (one worker per core, at most 4; a file stays on one worker, so its
 # stack starts once), then the ones that measure latency or run the README session, alone. Both
 # parts always run; the first failure's exit code is the result (5 when a part ran no test).
+# PYTHONDONTWRITEBYTECODE is cleared (as for test-fast, below): the hundreds of processes the tests
+# start (Airflow tasks, DAG runs, the CLI) then read the project's bytecode instead of compiling it.
 test: setup-distributed
-	@$(PY) -m pytest -n auto --maxprocesses 4 --dist loadfile -m "not serial"; a=$$?; \
+	@export PYTHONDONTWRITEBYTECODE=; $(PY) -m pytest -n auto --maxprocesses 4 --dist loadfile -m "not serial"; a=$$?; \
 	$(PY) -m pytest -m serial; b=$$?; \
 	if [ $$a -ne 0 ]; then exit $$a; fi; exit $$b
 
