@@ -250,12 +250,13 @@ class _Runner:
     """Windows whose throughput is the served setting's (rows per second = 1000 x instances)."""
 
     def __init__(self, leaves: "Leaves") -> None:
-        self.leaves, self.measured = leaves, []
+        self.leaves, self.measured, self.windows = leaves, [], []
 
     def window(self, target: str, seconds: float, *, measure: bool = True) -> Window:
         h = Histogram()
         h.record(0.002)
         instances = self.leaves.current.instances
+        self.windows.append(("measured" if measure else "warm-up", instances))
         if measure:
             self.measured.append(instances)
         return Window(target, 1.0, 1, 1000 * instances, 0, h)
@@ -309,6 +310,9 @@ def test_the_confirmation_measures_pick_default_default_pick_and_reloads_only_on
     assert confirm["chosen_throughput"] == 2000 and confirm["default_throughput"] == 1000
     assert confirm["rounds"] == {"chosen": [2000, 2000], "default": [1000, 1000]}
     assert [r[1] for r in server.reloads] == [1, 2] and leaves.current == chosen  # two switches; the pick stays served
+
+    # a window is warmed up only after a reload: the pick, served already, is measured at once; so is the second default
+    assert runner.windows == [("measured", 2), ("warm-up", 1), ("measured", 1), ("measured", 1), ("warm-up", 2), ("measured", 2)]
 
     leaves.load(Setting(2, True))  # the grid ended on another setting: one reload more, to the pick
     server.reloads.clear()

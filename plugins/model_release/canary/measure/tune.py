@@ -157,20 +157,22 @@ class Leaves:
         self.current: Setting | None = served.pop() if len(served) == 1 else None
         self.reloads = self.skipped = 0
 
-    def load(self, setting: Setting) -> None:
-        """Serve ``setting`` on every leaf (a reload through the load API), unless it is served already.
+    def load(self, setting: Setting) -> bool:
+        """Serve ``setting`` on every leaf (a reload through the load API), unless it is served already;
+        whether it reloaded.
 
         Raises:
             CanaryRejected: Triton refused the setting (its message quoted); what is loaded is then unknown.
         """
         if setting == self.current:
             self.skipped += 1
-            return
+            return False
         self.current = None  # a load that fails half-way leaves the leaves in no known setting
         for model, config in self.configs.items():
             self.server.load_with_config(model, setting.apply(config))
         self.current = setting
         self.reloads += 1
+        return True
 
 
 def _p99_limit(spec: ReleaseSpec, runner: LoadRunner, champion_target: bool) -> tuple[float | None, str]:
@@ -189,8 +191,10 @@ def _p99_limit(spec: ReleaseSpec, runner: LoadRunner, champion_target: bool) -> 
 
 
 def _trial(spec: ReleaseSpec, served: Leaves, runner: LoadRunner, setting: Setting) -> dict[str, Any]:
-    served.load(setting)
-    runner.window(CANDIDATE, min(spec.canary.load.warmup_s, spec.canary.tune.trial_s), measure=False)
+    """One window of ``setting``, warmed up first when it was just loaded: a freshly loaded model's first
+    requests are slow (stubs starting, sessions allocating); one already served has answered before."""
+    if served.load(setting):
+        runner.window(CANDIDATE, min(spec.canary.load.warmup_s, spec.canary.tune.trial_s), measure=False)
     window = runner.window(CANDIDATE, spec.canary.tune.trial_s)
     result = Measurement(CANDIDATE, [window])
     figures = result.figures(1)
