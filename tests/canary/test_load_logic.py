@@ -319,3 +319,12 @@ def test_the_confirmation_measures_pick_default_default_pick_and_reloads_only_on
     runner.measured.clear()
     _confirm(_tuning(), leaves, runner, chosen, default)
     assert runner.measured == [2, 1, 1, 2] and len(server.reloads) == 3
+
+
+def test_the_champions_p99_window_is_measured_without_a_warm_up_it_was_replayed_before() -> None:
+    from model_release.canary.measure.tune import Leaves, _p99_limit
+
+    runner = _Runner(Leaves(_Server(), {"leaf": _config(batching=False)}))
+    limit, why = _p99_limit(_tuning(), runner, True)
+    assert runner.windows == [("measured", 1)]
+    assert limit == pytest.approx(1.25 * 2.0, rel=0.05) and why.startswith("1.25 x the champion's p99 2.0")
