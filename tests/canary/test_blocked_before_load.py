@@ -21,8 +21,6 @@ from model_release.errors import CanaryRejected
 
 from .support import make_release
 
-pytestmark = pytest.mark.integration
-
 #: tuning on (two short trials) so that a skip is seen in both the tuning and the load phase sections
 TUNED = {"batch_rows": 16, "concurrency": 2, "tune": {"enabled": True, "trial_s": 0.3, "budget_s": 10, "instances": [1, 2],
                                                        "dynamic_batching": [True], "max_queue_delay_us": [100]}}
@@ -46,6 +44,7 @@ def _run(tmp_path, iris, repo, served, name: str, **load) -> tuple:  # noqa: ANN
     return release, None
 
 
+@pytest.mark.integration  # a real tritonserver (the served fixture)
 def test_a_release_its_replay_blocked_is_not_tuned_or_measured_under_load_and_its_gates_say_why(
         tmp_path, iris, iris_repository, served) -> None:
     release, rejected = _run(tmp_path, iris, iris_repository, served, "iris_flip")
@@ -64,6 +63,7 @@ def test_a_release_its_replay_blocked_is_not_tuned_or_measured_under_load_and_it
     assert "Load phase not measured: the replay already blocked the release" in html
 
 
+@pytest.mark.integration  # a real tritonserver (the served fixture)
 def test_with_measure_a_blocked_release_is_still_tuned_and_measured_under_load(tmp_path, iris, iris_repository, served) -> None:
     release, rejected = _run(tmp_path, iris, iris_repository, served, "iris_flip", when_blocked="measure")
     assert rejected is not None
@@ -73,6 +73,7 @@ def test_with_measure_a_blocked_release_is_still_tuned_and_measured_under_load(t
     assert {g["name"]: g for g in report["gates"]}["load.errors"]["passed"] is True
 
 
+@pytest.mark.integration  # a real tritonserver (the served fixture)
 def test_a_release_its_replay_passes_is_measured_under_load(tmp_path, iris, iris_repository, served) -> None:
     release, rejected = _run(tmp_path, iris, iris_repository, served, "iris")
     assert rejected is None
@@ -92,3 +93,17 @@ def test_only_a_decided_failure_blocks_before_the_load_phase(monkeypatch) -> Non
     assert judging.blocked_on_replay(None, None, None, None, None) == []  # type: ignore[arg-type]
     gates.append(Gate("classes", False, "canary.classes", message="precision of class 'virginica' lower"))
     assert judging.blocked_on_replay(None, None, None, None, None) == ["classes"]  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("with_champion", [False, True])
+def test_the_skipped_load_gates_are_the_ones_the_load_phase_decides(with_champion) -> None:
+    from model_release.canary.judge.gates import load_gates
+    from model_release.spec import parse_spec
+
+    spec = parse_spec({"name": "iris", "model": {"name": "iris-classifier", "alias": "candidate"},
+                       "repository": {"shape": "classifier", "labels": ["a", "b", "c"]}})
+    figures = {"p99_ms": 2.0, "stable": True, "errors": 0, "requests": 100, "throughput_rows_per_s": 1000.0}
+    paired = {"p99_ratios": [1.0] * 4, "throughput_ratios": [1.0] * 4}
+    decided = load_gates(spec, figures, dict(figures) if with_champion else None, "the champion", "no champion",
+                         paired if with_champion else None)
+    assert [(g.name, g.setting) for g in decided] == list(LOAD_GATES)
