@@ -78,6 +78,10 @@ def test_a_release_its_replay_passes_is_measured_under_load(tmp_path, iris, iris
     release, rejected = _run(tmp_path, iris, iris_repository, served, "iris")
     assert rejected is None
     report = _report(release)
+    # the replay's gates, judged once before the load phase, are in the report with the load phase's
+    gates = {g["name"]: g for g in report["gates"]}
+    assert gates["parity.label"]["passed"] is True and gates["load.errors"]["passed"] is True
+    assert report["parity"]["label"]["agreement"] == 1.0
     assert report["load_phase"]["candidate"]["requests"] > 0 and report["tuning"]["trials"]
     assert all(g["skipped"] is None or "not measured" not in g["skipped"] for g in report["gates"])
 
@@ -93,6 +97,19 @@ def test_only_a_decided_failure_blocks_before_the_load_phase(monkeypatch) -> Non
     assert judging.blocked_on_replay(None, None, None, None, None) == []  # type: ignore[arg-type]
     gates.append(Gate("classes", False, "canary.classes", message="precision of class 'virginica' lower"))
     assert judging.blocked_on_replay(None, None, None, None, None) == ["classes"]  # type: ignore[arg-type]
+
+
+def test_the_replays_gates_are_judged_once_when_the_canary_asked_before_its_load_phase(monkeypatch) -> None:
+    from model_release.canary.judge import judging
+
+    calls = []
+    failed = Gate("parity.label", False, "canary.min_label_agreement", message="9 rows differ")
+    monkeypatch.setattr(judging, "_replay_gates", lambda *args: calls.append(args) or ([failed], ""))
+    monkeypatch.setattr(judging.cmp.Interface, "of", staticmethod(lambda assembled: None))
+    into = judging.Judgement()
+    for _ in range(2):
+        assert judging.blocked_on_replay(None, None, None, None, None, into=into) == ["parity.label"]  # type: ignore[arg-type]
+    assert len(calls) == 1 and into.replayed == ([failed], ""), "judge() completes this judgement without judging them again"
 
 
 @pytest.mark.parametrize("with_champion", [False, True])

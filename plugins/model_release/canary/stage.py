@@ -106,7 +106,7 @@ def run_canary(
         later = later if later is not None else own
         try:
             replays = serve_and_replay(spec, assembled, export, golden, champion, folder, endpoint, report, remote, open_store,
-                                       later=later, blocked=lambda r: blocked_on_replay(spec, assembled, golden, r, champion))
+                                       later=later, blocked=lambda r: blocked_on_replay(spec, assembled, golden, r, champion, into=judgement))
             judge(spec, assembled, golden, replays, champion, into=judgement)
         except UserError as exc:  # the candidate's (or the spec's) fault: the report says why before the error goes up
             if report.closed:

@@ -56,6 +56,9 @@ class Judgement:
     slo: dict[str, Any] | None = None
     gates: list[gt.Gate] = field(default_factory=list)
     evidence: Evidence = field(default_factory=Evidence)
+    #: the gates decided on the replay alone and why the champion was not compared: judged once, by
+    #: :func:`blocked_on_replay` before the load phase or else by :func:`judge`
+    replayed: tuple[list[gt.Gate], str] | None = None
 
     @property
     def reasons(self) -> list[str]:
@@ -82,7 +85,9 @@ def judge(spec: ReleaseSpec, assembled: AssembleResult, golden: Golden, replays:
     into.expectations = _expectations(spec, interface, replays.candidate.outputs)
     if replays.champion is not None:
         into.champion_timing = replays.champion.timing()
-    gates, why_not = _replay_gates(spec, assembled, interface, golden, replays, champion, into)
+    if into.replayed is None:
+        into.replayed = _replay_gates(spec, assembled, interface, golden, replays, champion, into)
+    gates, why_not = list(into.replayed[0]), into.replayed[1]
     if replays.load is not None:  # the SLO is judged on the load phase; on the replay's burst only when there is none
         gates += gt.load_gates(spec, replays.load["candidate"], replays.load.get("champion"), champion.name,
                                why_not or "the champion was not served beside the candidate", replays.load.get("paired"))
@@ -128,12 +133,15 @@ def _replay_gates(spec: ReleaseSpec, assembled: AssembleResult, interface: cmp.I
 
 
 def blocked_on_replay(spec: ReleaseSpec, assembled: AssembleResult, golden: Golden, replays: Replays,
-                      champion: Champion) -> list[str]:
+                      champion: Champion, into: Judgement | None = None) -> list[str]:
     """The gates that already block the release on its replay (failed, decided; an inconclusive one
     blocks nothing), by name: what ``canary.load.when_blocked: skip`` stops the canary for. Judged as
-    :func:`judge` judges them, into a scratch judgement."""
-    gates, _ = _replay_gates(spec, assembled, cmp.Interface.of(assembled), golden, replays, champion, Judgement())
-    return [g.name for g in gates if g.failed]
+    :func:`judge` judges them, into ``into`` (which :func:`judge` then completes without judging them
+    again; the replays do not change in between), or into a scratch judgement."""
+    into = into if into is not None else Judgement()
+    if into.replayed is None:
+        into.replayed = _replay_gates(spec, assembled, cmp.Interface.of(assembled), golden, replays, champion, into)
+    return [g.name for g in into.replayed[0] if g.failed]
 
 
 def _expectations(spec: ReleaseSpec, interface: cmp.Interface, served: dict[str, np.ndarray]) -> dict[str, Any]:
