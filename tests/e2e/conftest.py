@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from model_release.local.stack import EmbeddedStack
 
@@ -25,6 +26,23 @@ SPEC = Path(__file__).resolve().parents[2] / "releases" / "iris.yaml"
 NOT_ABOUT_LATENCY: dict[str, Any] = {
     "canary.tune.enabled": False, "canary.load.warmup_s": 0.2, "canary.load.window_s": 0.3, "canary.load.stable_windows": 4,
     "canary.load.budget_s": 2.4, "canary.load.max_p99_ratio": 20.0, "canary.load.min_throughput_ratio": 0.05}
+
+
+def write_spec(stack: EmbeddedStack, path: Path, *, model: str, prefix: str, settings: dict[str, Any]) -> Path:
+    """iris.yaml for a model and store prefix of its own, with ``settings`` (dotted keys, as NOT_ABOUT_LATENCY)
+    applied, written to ``path`` for a process that reads the spec itself (the CLI); returns ``path``."""
+    data = yaml.safe_load(SPEC.read_text())
+    data["model"]["name"] = model
+    data["golden"]["path"] = str(SPEC.parent / data["golden"]["path"])
+    data["promote"]["store"] = f"s3://{stack.bucket}/{prefix}"
+    for dotted, value in settings.items():
+        section = data
+        *parents, key = dotted.split(".")
+        for part in parents:
+            section = section.setdefault(part, {})
+        section[key] = value
+    path.write_text(yaml.safe_dump(data))
+    return path
 
 
 @pytest.fixture(scope="session")

@@ -20,13 +20,12 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from model_release.canary.report.decision import terminal
 from model_release.demo import train_iris
 from model_release.local.moto_process import _MOTO_KEY_ID, _MOTO_SECRET
 
-from .conftest import NOT_ABOUT_LATENCY, SPEC
+from .conftest import NOT_ABOUT_LATENCY, write_spec
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -38,19 +37,7 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 def _spec(stack, folder: Path) -> Path:  # noqa: ANN001
     """iris.yaml for its own model and store prefix, with a brief load phase and no tuning."""
-    data = yaml.safe_load(SPEC.read_text())
-    data["model"]["name"] = MODEL
-    data["golden"]["path"] = str(SPEC.parent / data["golden"]["path"])
-    data["promote"]["store"] = f"s3://{stack.bucket}/{PREFIX}"
-    for dotted, value in NOT_ABOUT_LATENCY.items():
-        section = data
-        *path, key = dotted.split(".")
-        for part in path:
-            section = section.setdefault(part, {})
-        section[key] = value
-    spec = folder / "iris-terminal.yaml"
-    spec.write_text(yaml.safe_dump(data))
-    return spec
+    return write_spec(stack, folder / "iris-terminal.yaml", model=MODEL, prefix=PREFIX, settings=NOT_ABOUT_LATENCY)
 
 
 def _env(stack, ws: Path) -> dict[str, str]:  # noqa: ANN001

@@ -27,7 +27,7 @@ import yaml
 
 from model_release.demo import train_iris
 
-from .conftest import NOT_ABOUT_LATENCY, SPEC
+from .conftest import NOT_ABOUT_LATENCY, write_spec
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -86,19 +86,9 @@ BRIEF = {**{k: v for k, v in NOT_ABOUT_LATENCY.items() if not k.startswith("cana
 
 def _spec(stack, folder: Path) -> Path:  # noqa: ANN001
     """iris.yaml for its own model and store prefix, every canary phase on, each brief (``BRIEF``)."""
-    data = yaml.safe_load(SPEC.read_text())
-    data["model"]["name"] = MODEL
-    data["golden"]["path"] = str(SPEC.parent / data["golden"]["path"])
-    data["promote"]["store"] = f"s3://{stack.bucket}/{PREFIX}"
-    for dotted, value in BRIEF.items():
-        section = data
-        *path, key = dotted.split(".")
-        for part in path:
-            section = section.setdefault(part, {})
-        section[key] = value
+    spec = write_spec(stack, folder / "iris-secrets.yaml", model=MODEL, prefix=PREFIX, settings=BRIEF)
+    data = yaml.safe_load(spec.read_text())
     assert data["canary"]["tune"]["enabled"] and data["canary"].get("load", {}).get("enabled", True)
-    spec = folder / "iris-secrets.yaml"
-    spec.write_text(yaml.safe_dump(data))
     return spec
 
 
