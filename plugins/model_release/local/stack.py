@@ -164,9 +164,7 @@ class EmbeddedStack(StartedOnEnter):
         assert proc.stdout is not None
         for line in proc.stdout:
             lines.append(line)
-            if echo is True or (callable(echo) and echo(line)):
-                sys.stdout.write(line)
-                sys.stdout.flush()
+            _echo(line, echo)
         proc.wait()
         output = "".join(lines)
         state = None
@@ -190,6 +188,14 @@ class EmbeddedStack(StartedOnEnter):
         """
         self.migrate_airflow()
         return DagSession(self.env(), warm=warm)
+
+
+def _echo(line: str, echo: bool | Callable[[str], bool]) -> None:
+    """Print a run's ``line`` as it comes when ``echo`` asks for it: every line (True), none (False), or those a
+    predicate accepts (:meth:`EmbeddedStack.run_dag` and :meth:`DagSession.run` alike)."""
+    if echo is True or (callable(echo) and echo(line)):
+        sys.stdout.write(line)
+        sys.stdout.flush()
 
 
 class DagSession:
@@ -251,8 +257,6 @@ class DagSession:
                 failed = ended["error"] is not None or state != "success"
                 return DagRunOutcome(1 if failed else 0, state, "".join(lines))
             lines.append(line)
-            if echo is True or (callable(echo) and echo(line)):
-                sys.stdout.write(line)
-                sys.stdout.flush()
+            _echo(line, echo)
         raise ServiceUnavailable(f"the DAG session's process exited ({proc.wait()}); its output ends with:\n"
                                  + "".join(lines[-40:]))

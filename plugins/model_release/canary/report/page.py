@@ -218,9 +218,10 @@ def _latency_section(report: dict[str, Any]) -> list[str]:
     source = (latency or {}).get("source", "load phase")
     no_champion = _no_champion(report)
     out = ["<h2>Latency</h2>"]
-    for key in ("skipped", "note"):
-        if load.get(key):
-            out.append(f"<p class='muted small'>{'Load phase ' if key == 'skipped' else ''}{esc(load[key])}</p>")
+    if load.get("skipped"):
+        out.append(f"<p class='muted small'>Load phase {esc(load['skipped'])}</p>")
+    if load.get("note"):
+        out.append(f"<p class='muted small'>{esc(load['note'])}</p>")
     tuning_missing = ("tuning was off (canary.tune.enabled is false in the spec)" if report.get("gates") else NOT_REACHED)
     figs = [
         plots.latency_cdf(latency, "latency-cdf", f"Latency distribution under the {esc(source)}: the share of requests answered "
