@@ -23,9 +23,12 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 def test_roll_out_and_back_under_traffic_never_fails_or_mixes(tmp_path, store, two_releases, fleet):
     first, second = two_releases
-    fleet, _servers = fleet
+    fleet, servers = fleet
     options = RolloutOptions(cache_dir=tmp_path / "cache")
     roll_out(store, fleet, options)
+    for triton in servers:  # each python step loaded once: the entry's load found its steps unchanged
+        log = triton.log_path.read_text(errors="replace")
+        assert [log.count(f'"loading: {m}:1"') for m in ("iris_model", "iris_postprocess")] == [1, 1], triton
 
     with RequestLoop(fleet, [first, second]) as loop:
         loop.wait_for(200)
