@@ -23,13 +23,16 @@ up: setup
 down:
 	@if [ -x .venv/bin/model-release ]; then .venv/bin/model-release down; fi
 
-# Most tests in parallel (one worker per core, at most 4; a file stays on one worker, so its
-# stack starts once), then the ones that measure latency or run the README session, alone. Both
+# Most tests in parallel (two workers per core, at most 4: the integration tests spend about a third
+# of their time waiting on servers they started, so one worker per core left a 2-core machine 35%
+# idle; a file stays on one worker, so its stack starts once), then the ones that measure latency
+# or run the README session, alone. Both
 # parts always run; the first failure's exit code is the result (5 when a part ran no test).
 # PYTHONDONTWRITEBYTECODE is cleared (as for test-fast, below): the hundreds of processes the tests
 # start (Airflow tasks, DAG runs, the CLI) then read the project's bytecode instead of compiling it.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); w=$$((2 * n)); [ $$w -gt 4 ] && w=4; echo $$w)
 test: setup-distributed
-	@export PYTHONDONTWRITEBYTECODE=; $(PY) -m pytest -n auto --maxprocesses 4 --dist loadfile -m "not serial"; a=$$?; \
+	@export PYTHONDONTWRITEBYTECODE=; $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not serial"; a=$$?; \
 	$(PY) -m pytest -m serial; b=$$?; \
 	if [ $$a -ne 0 ]; then exit $$a; fi; exit $$b
 
