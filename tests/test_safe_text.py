@@ -12,7 +12,7 @@ import logging
 import pytest
 
 from model_release.errors import ConflictError, SpecError, UserError
-from model_release.logs import WIRE_LOGGERS, SafeFormatter, cli_logging, log_level, quiet_wire_loggers
+from model_release.logs import WIRE_LOGGERS, SafeFormatter, cli_logging, log_level, quiet_task_loggers, quiet_wire_loggers
 from model_release.safe_text import echo, escape_controls, one_line, redact, redact_tree, shorten
 from model_release.workspace import atomic_write_json
 
@@ -89,6 +89,24 @@ def test_wire_loggers_stay_out_of_debug_unless_named(monkeypatch) -> None:
     finally:
         for name, level in saved.items():
             logging.getLogger(name).setLevel(level)
+
+
+def test_a_task_keeps_great_expectations_at_warning_unless_asked_for(monkeypatch) -> None:
+    gx = logging.getLogger("great_expectations")
+    saved = gx.level
+    try:
+        gx.setLevel(logging.NOTSET)
+        monkeypatch.delenv("MODEL_RELEASE_DEBUG_LOGGERS", raising=False)
+        quiet_task_loggers()
+        assert gx.level == logging.WARNING
+        assert not logging.getLogger("great_expectations._docs_decorators").isEnabledFor(logging.INFO)
+        assert logging.getLogger("great_expectations._docs_decorators").isEnabledFor(logging.WARNING)
+        gx.setLevel(logging.NOTSET)
+        monkeypatch.setenv("MODEL_RELEASE_DEBUG_LOGGERS", "great_expectations")
+        quiet_task_loggers()
+        assert gx.level == logging.NOTSET  # asked for by name: left as it was
+    finally:
+        gx.setLevel(saved)
 
 
 def test_cli_logging_restores_the_root_logger(capsys) -> None:

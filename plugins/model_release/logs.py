@@ -11,7 +11,8 @@ libraries at WARNING unless they are asked for by name, ``MODEL_RELEASE_DEBUG_LO
 
 Third-party libraries that talk at INFO (great_expectations logs about 200 records at import,
 MLflow and alembic a few per release) are kept at WARNING too: :func:`quiet_chatty_loggers`, unless
-``verbose`` (the CLI's ``--verbose``) or ``MODEL_RELEASE_DEBUG_LOGGERS`` names them.
+``verbose`` (the CLI's ``--verbose``) or ``MODEL_RELEASE_DEBUG_LOGGERS`` names them. In an Airflow task,
+whose log keeps MLflow's few INFO records, only great_expectations is: :func:`quiet_task_loggers`.
 
 A release at a terminal reads as its stages: :func:`stage_lines` keeps, of the INFO records, only
 each stage's one-line result (the record :func:`~model_release.pipeline.run_stage` marks with
@@ -35,6 +36,8 @@ from .safe_text import one_line, redact
 WIRE_LOGGERS = ("botocore", "boto3", "s3transfer", "urllib3", "requests", "aiobotocore", "httpx", "httpcore")
 #: libraries whose INFO records are chatter to a person at a terminal (kept at WARNING unless asked for)
 CHATTY_LOGGERS = ("great_expectations", "mlflow", "alembic", "matplotlib", "PIL", "skl2onnx", "onnxscript")
+#: libraries whose INFO records are chatter in an Airflow task's log too (kept at WARNING there)
+TASK_QUIET_LOGGERS = ("great_expectations",)
 #: names the loggers to leave at DEBUG anyway, comma-separated
 DEBUG_LOGGERS_ENV = "MODEL_RELEASE_DEBUG_LOGGERS"
 LEVEL_ENV = "MODEL_RELEASE_LOG_LEVEL"
@@ -99,6 +102,19 @@ def quiet_wire_loggers(level: int | None = None) -> None:
             logger.setLevel(logging.DEBUG)
         elif logger.level == logging.NOTSET or logger.level < floor:
             logger.setLevel(floor)
+
+
+def quiet_task_loggers() -> None:
+    """In an Airflow task: keep :data:`TASK_QUIET_LOGGERS` at WARNING unless ``MODEL_RELEASE_DEBUG_LOGGERS`` names them.
+
+    A task's log is read in Airflow's UI, where great_expectations' ~200 INFO records from its import
+    ("Skipping registering function ...") buried the canary's own lines; its warnings and errors still show.
+    """
+    asked = _asked()
+    for name in TASK_QUIET_LOGGERS:
+        logger = logging.getLogger(name)
+        if name not in asked and logger.level < logging.WARNING:
+            logger.setLevel(logging.WARNING)
 
 
 def _asked() -> set[str]:

@@ -115,19 +115,27 @@ class Chromium:
         result = self.call("Runtime.evaluate", expression="document.body ? document.body.innerText : ''", returnByValue=True)
         return str(result.get("result", {}).get("value", "")).replace("\xa0", " ")  # MLflow writes "@\xa0production"
 
+    def settled(self) -> bool:
+        """True once the page has loaded, its fonts are loaded and every image has arrived (or failed); a lazy
+        image below the fold is not waited for (it loads only when scrolled to). What a fixed 1.5 s sleep waited for."""
+        result = self.call("Runtime.evaluate", returnByValue=True, expression=(
+            "document.readyState === 'complete' && document.fonts.status === 'loaded'"
+            " && Array.from(document.images).every(i => i.complete || i.loading === 'lazy')"))
+        return result.get("result", {}).get("value") is True
+
     def screenshot(self, url: str, out: Path, *, expect: list[str], timeout: float = 90) -> str:
-        """Open ``url``, wait until the page's text holds every string in ``expect``, save a PNG; returns the text."""
+        """Open ``url``, wait until the page's text holds every string in ``expect`` and the page has settled
+        (:meth:`settled`), save a PNG; returns the text."""
         self.call("Page.navigate", url=url)
         deadline = time.monotonic() + timeout
         text = ""
         while time.monotonic() < deadline:
             text = self.text()
-            if all(e in text for e in expect):
+            if all(e in text for e in expect) and self.settled():
                 break
-            time.sleep(1.0)
+            time.sleep(0.2)
         else:
-            raise AssertionError(f"{url} never showed {expect} within {timeout:.0f} s; its text was: {text[:1500]!r}")
-        time.sleep(1.5)  # let images and fonts settle
+            raise AssertionError(f"{url} never showed {expect} (and settled) within {timeout:.0f} s; its text was: {text[:1500]!r}")
         png = base64.b64decode(self.call("Page.captureScreenshot", format="png")["data"])
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_bytes(png)

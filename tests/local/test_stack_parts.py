@@ -316,13 +316,13 @@ def test_status_asks_each_service_where_it_answers_when_well() -> None:
     assert health_url("something-else", "http://127.0.0.1:7") == "http://127.0.0.1:7/"
 
 
-def test_the_stack_stops_in_tiers_what_posts_to_airflow_first_then_the_api_then_what_tasks_write_to() -> None:
+def test_the_stack_stops_in_tiers_what_posts_to_airflow_first_then_the_api_with_what_tasks_write_to() -> None:
     from model_release.local.up import stop_tiers
 
     started = ["triton-serve-1", "triton-serve-2", "s3", "mlflow", "airflow-api-server", "airflow-scheduler",
                "airflow-dag-processor", "webhook-receiver"]
     assert stop_tiers(started) == [["webhook-receiver", "airflow-dag-processor", "airflow-scheduler"],
-                                   ["airflow-api-server"], ["mlflow", "s3", "triton-serve-2", "triton-serve-1"]]
+                                   ["airflow-api-server", "mlflow", "s3", "triton-serve-2", "triton-serve-1"]]
     assert stop_tiers(["triton-serve-1", "s3"]) == [["s3", "triton-serve-1"]]  # start-up failed early
     assert stop_tiers([]) == []
 
@@ -365,3 +365,20 @@ def test_the_canary_pool_is_created_once_with_one_slot_and_a_changed_one_is_left
         ensure_canary_pool(_Pools(404, 400))
     with pytest.raises(ServiceUnavailable, match=r"did not say whether pool 'triton_canary' exists.*answered 500"):
         ensure_canary_pool(_Pools(500))
+
+
+def test_quick_exit_runs_the_script_as_main_with_its_arguments_exit_code_and_exit_handlers(tmp_path: Path) -> None:
+    script = tmp_path / "tool"
+    script.write_text(
+        "import atexit, sys\n"
+        "atexit.register(lambda: print('handler ran', flush=True))\n"
+        "if __name__ == '__main__':\n"
+        "    print(sys.argv[0].endswith('tool'), sys.argv[1:])\n"
+        "    sys.exit(3)\n"
+    )
+    proc = subprocess.run([sys.executable, "-m", "model_release.local.quick_exit", str(script), "serve", "--x", "1"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stdout.splitlines() == ["True ['serve', '--x', '1']", "handler ran"]
+    usage = subprocess.run([sys.executable, "-m", "model_release.local.quick_exit"], capture_output=True, text=True, timeout=60)
+    assert usage.returncode == 1 and "usage: python -m model_release.local.quick_exit SCRIPT" in usage.stderr

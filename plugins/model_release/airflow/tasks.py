@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 from airflow.sdk.exceptions import AirflowFailException
 
 from ..errors import Inconclusive, IntakeError, UserError
-from ..logs import quiet_wire_loggers
+from ..logs import quiet_task_loggers, quiet_wire_loggers
 from ..mlflow_env import check_tracking_uri
 from ..names import check_release_id
 from ..pipeline import ReleaseRef, Services, preflight
@@ -46,6 +46,7 @@ def no_retry_on_user_error(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         quiet_wire_loggers()  # botocore's DEBUG records carry the key id and the session token
+        quiet_task_loggers()  # great_expectations' INFO records at import would bury the canary's lines
         try:
             return fn(*args, **kwargs)
         except UserError as exc:

@@ -25,8 +25,18 @@ from .http import AirflowApi, AirflowApiError, answers
 from .stack_folder import AIRFLOW_USER, HOST, Layout, StackConfig
 
 BIN = Path(sys.executable).parent
+
+
+def script(name: str, *args: str) -> list[str]:
+    """The command line that runs the venv's console script ``name`` with ``args`` through
+    :mod:`model_release.local.quick_exit` (the process ends without the interpreter's last sweep)."""
+    return [sys.executable, "-m", "model_release.local.quick_exit", str(BIN / name), *args]
 DAG_ID = "model_release"
 CANARY_POOL = ("triton_canary", "1", "one release at a time on the canary Triton")
+#: seconds between two readiness checks: each is a GET or three on 127.0.0.1 (a refused connection while a
+#: service starts), and ``up`` waits for its services one after another, so a second's poll lost up to a
+#: second at each wait
+POLL_S = 0.2
 
 
 @dataclass
@@ -45,13 +55,13 @@ def services(layout: Layout, config: StackConfig) -> list[Service]:
     return [
         Service("s3", [sys.executable, "-m", "model_release.local.moto_persistent", "--host", HOST,
                        "--port", str(config.ports["s3"]), "--state", str(layout.s3_state)], config.url("s3")),
-        Service("mlflow", [str(BIN / "mlflow"), "server", "--host", HOST, "--port", str(config.ports["mlflow"]),
-                           "--workers", "1", "--backend-store-uri", f"sqlite:///{db}",
-                           "--artifacts-destination", str(layout.mlflow / "artifacts")],
+        Service("mlflow", script("mlflow", "server", "--host", HOST, "--port", str(config.ports["mlflow"]),
+                                 "--workers", "1", "--backend-store-uri", f"sqlite:///{db}",
+                                 "--artifacts-destination", str(layout.mlflow / "artifacts")),
                 config.url("mlflow"), {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}),
-        Service("airflow-api-server", [str(BIN / "airflow"), "api-server"], config.url("airflow")),
-        Service("airflow-scheduler", [str(BIN / "airflow"), "scheduler"]),
-        Service("airflow-dag-processor", [str(BIN / "airflow"), "dag-processor"]),
+        Service("airflow-api-server", script("airflow", "api-server"), config.url("airflow")),
+        Service("airflow-scheduler", script("airflow", "scheduler")),
+        Service("airflow-dag-processor", script("airflow", "dag-processor")),
     ]
 
 
@@ -77,7 +87,7 @@ def init_airflow(layout: Layout, env: dict[str, str], *, stopping: Callable[[], 
     log = layout.log("airflow-init")
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
-        proc = subprocess.Popen([str(BIN / "airflow"), "db", "migrate"], env=env, stdin=subprocess.DEVNULL, stdout=out,
+        proc = subprocess.Popen(script("airflow", "db", "migrate"), env=env, stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=subprocess.STDOUT)
     while proc.poll() is None:
         if stopping():
@@ -134,7 +144,7 @@ def wait_until(check: Callable[[], str | None], *, what: str, timeout: float, st
             return
         if time.monotonic() > deadline:
             break
-        time.sleep(1.0)
+        time.sleep(POLL_S)
     if stopping():
         raise ServiceUnavailable(f"{what}: start-up interrupted")
     where = f"; its log is {log}" if log else ""

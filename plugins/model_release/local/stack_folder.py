@@ -164,6 +164,11 @@ def stack_env(layout: Layout, config: StackConfig) -> dict[str, str]:
         "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
         "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
         "AIRFLOW__CORE__PARALLELISM": "2",
+        # The scheduler moves a run on by one step per loop (a task's successor queued, a skip passed on) and
+        # sleeps up to this long between loops when it has nothing to do (Airflow's default 1 s). A manual
+        # run of model_release__iris, nine tasks skipped one after another, took 19.2 s with 1 s and 13.6 s
+        # with 0.2 s on a 2-core machine (0.28 s a step with 0.25 s); an idle scheduler takes 6% of a core, not 2%.
+        "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "0.25",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{AIRFLOW_USER}:admin",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(layout.passwords),
         "AIRFLOW__API__HOST": HOST,

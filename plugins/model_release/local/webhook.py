@@ -9,8 +9,9 @@ stack's lifetime, so a restarted MLflow can still sign). It then
 2. once MLflow answers, registers (or updates) the ``model-release`` webhook in MLflow for
    ``model_version_alias.created`` (while Airflow is still starting: MLflow calls the receiver only
    on an alias event, and ``up`` is not ready before the receiver answers);
-3. once Airflow answers, starts ``model-release webhook-receiver`` as the ``webhook-receiver``
-   service (its secret and the Airflow login in its environment, never on its command line);
+3. starts ``model-release webhook-receiver`` as the ``webhook-receiver`` service beside Airflow's
+   (its secret and the Airflow login in its environment, never on its command line); it posts to
+   Airflow only when a delivery comes, and ``up`` is ready once both answer;
 4. adds ``MODEL_RELEASE_WEBHOOK_SECRET`` and ``MODEL_RELEASE_WEBHOOK_URL`` to the env file.
 """
 
