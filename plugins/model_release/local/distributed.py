@@ -40,6 +40,7 @@ from ..errors import ServiceUnavailable
 from ..store.keys import WORKSPACES
 from .ports import free_port
 from .procs import StartedOnEnter, signal_pids, stop_group
+from .stack_folder import TASK_SLOT_ENV
 
 log = logging.getLogger(__name__)
 
@@ -301,6 +302,7 @@ class DistributedStack(StartedOnEnter):
             AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT="20",
             AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL="2",
             AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC="2",
+            **TASK_SLOT_ENV,  # a Celery worker's one slot is free within 1 s of its task's end
             AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="30",
             AIRFLOW__LOGGING__COLORED_CONSOLE_LOG="False",
             AIRFLOW_CONN_AWS_DEFAULT=json.dumps(aws),

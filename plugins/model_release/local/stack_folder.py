@@ -140,6 +140,16 @@ def load_config(layout: Layout) -> tuple[StackConfig, list[str]]:
     return config, notes
 
 
+#: How long a worker slot stays taken after its task process ended. Airflow's task supervisor waits
+#: for the process in a select() of at most ``[workers] min_heartbeat_interval`` seconds (default 5):
+#: when the process's sockets close a moment before it can be reaped (a big process takes that moment
+#: to exit), nothing is left to wake the select, and the slot stays taken for the rest of it. The
+#: local stack has 2 slots (LocalExecutor) and the distributed one a slot per Celery worker, so the
+#: next task can wait those seconds. 1 s bounds the wait; the heartbeats it also paces are a PUT a
+#: second to the api-server on 127.0.0.1 at most.
+TASK_SLOT_ENV = {"AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "1"}
+
+
 def stack_env(layout: Layout, config: StackConfig) -> dict[str, str]:
     """The variables that point a process at this stack: MLflow's client, boto3, Airflow, the CLI.
 
@@ -169,6 +179,7 @@ def stack_env(layout: Layout, config: StackConfig) -> dict[str, str]:
         # run of model_release__iris, nine tasks skipped one after another, took 19.2 s with 1 s and 13.6 s
         # with 0.2 s on a 2-core machine (0.28 s a step with 0.25 s); an idle scheduler takes 6% of a core, not 2%.
         "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "0.25",
+        **TASK_SLOT_ENV,
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{AIRFLOW_USER}:admin",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(layout.passwords),
         "AIRFLOW__API__HOST": HOST,
