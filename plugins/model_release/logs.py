@@ -110,8 +110,13 @@ def quiet_task_loggers() -> None:
     A task's log is read in Airflow's UI, where great_expectations' ~200 INFO records from its import
     ("Skipping registering function ...") buried the canary's own lines; its warnings and errors still show.
     """
+    _keep_at_warning(TASK_QUIET_LOGGERS)
+
+
+def _keep_at_warning(names: tuple[str, ...]) -> None:
+    """Raise each of ``names`` to WARNING where it is lower, unless ``MODEL_RELEASE_DEBUG_LOGGERS`` names it."""
     asked = _asked()
-    for name in TASK_QUIET_LOGGERS:
+    for name in names:
         logger = logging.getLogger(name)
         if name not in asked and logger.level < logging.WARNING:
             logger.setLevel(logging.WARNING)
@@ -128,13 +133,8 @@ def quiet_chatty_loggers(*, verbose: bool = False) -> dict[str, int]:
         Each logger's level before, for the caller to restore.
     """
     saved = {name: logging.getLogger(name).level for name in CHATTY_LOGGERS}
-    if verbose:
-        return saved
-    asked = _asked()
-    for name in CHATTY_LOGGERS:
-        logger = logging.getLogger(name)
-        if name not in asked and logger.level < logging.WARNING:
-            logger.setLevel(logging.WARNING)
+    if not verbose:
+        _keep_at_warning(CHATTY_LOGGERS)
     return saved
 
 

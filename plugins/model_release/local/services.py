@@ -25,18 +25,18 @@ from .http import AirflowApi, AirflowApiError, answers
 from .stack_folder import AIRFLOW_USER, HOST, Layout, StackConfig
 
 BIN = Path(sys.executable).parent
-
-
-def script(name: str, *args: str) -> list[str]:
-    """The command line that runs the venv's console script ``name`` with ``args`` through
-    :mod:`model_release.local.quick_exit` (the process ends without the interpreter's last sweep)."""
-    return [sys.executable, "-m", "model_release.local.quick_exit", str(BIN / name), *args]
 DAG_ID = "model_release"
 CANARY_POOL = ("triton_canary", "1", "one release at a time on the canary Triton")
 #: seconds between two readiness checks: each is a GET or three on 127.0.0.1 (a refused connection while a
 #: service starts), and ``up`` waits for its services one after another, so a second's poll lost up to a
 #: second at each wait
 POLL_S = 0.2
+
+
+def script(name: str, *args: str) -> list[str]:
+    """The command line that runs the venv's console script ``name`` with ``args`` through
+    :mod:`model_release.local.quick_exit` (the process ends without the interpreter's last sweep)."""
+    return [sys.executable, "-m", "model_release.local.quick_exit", str(BIN / name), *args]
 
 
 @dataclass
