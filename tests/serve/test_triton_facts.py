@@ -95,3 +95,29 @@ def test_loading_an_ensemble_reloads_a_member_whose_file_disagrees_with_its_over
     client.load_model("m", config=json.dumps(member([1, 2])))
     client.load_model("e", config=json.dumps(ensemble(2)))
     assert answer(client) == 2.0 and client.is_model_ready("m", "1")
+
+
+@pytest.mark.parametrize(("precompiled", "member_loads"), [(False, 2), (True, 1)])
+def test_a_stub_writing_bytecode_makes_the_ensemble_s_load_load_its_python_member_again(tmp_path, precompiled, member_loads):
+    """Why the roll-out compiles ``model.py`` into the version folder (server_repo.compile_python_model): the
+    stub's ``__pycache__`` there is a change to the model, and the stub writes it even with
+    PYTHONDONTWRITEBYTECODE=1 in its environment, so that variable is no way out for a serving Triton."""
+    from model_release.serve.server_repo import compile_python_model
+
+    repo = tmp_path / "models"
+    (repo / "m" / "1").mkdir(parents=True)
+    (repo / "m" / "1" / "model.py").write_text(MEMBER)
+    if precompiled:
+        compile_python_model(repo / "m" / "1")
+    (repo / "m" / "config.pbtxt").write_text(pbtxt(member([1])))
+    (repo / "e" / "1").mkdir(parents=True)
+    (repo / "e" / "config.pbtxt").write_text(pbtxt(ensemble(1)))
+    with LocalTriton(repo, work_dir=tmp_path / "server", ready_timeout=120,
+                     env={"PYTHONDONTWRITEBYTECODE": "1"}) as server:
+        client = server.client(network_timeout=120)
+        client.load_model("m")
+        client.load_model("e")
+        assert answer(client) == 1.0
+        log = server.log_path.read_text(errors="replace")
+    assert log.count('"loading: m:1"') == member_loads, log[-2000:]
+    assert (repo / "m" / "1" / "__pycache__").is_dir()  # written by the stub, or by compile_python_model before

@@ -142,14 +142,14 @@ def stage_version(release: ReleaseFiles, model: str, repo: Path, digest: str) ->
     if pins:
         (work / PINS_FILE).write_text(json.dumps(pins, sort_keys=True))
     (work / MARKER_FILE).write_text(json.dumps({"release_id": release.release_id, "digest": digest}))
-    _compile_python_model(work)
+    compile_python_model(work)
     if final.exists():  # a folder left by an interrupted copy without its marker: never served
         shutil.rmtree(final)
     os.replace(work, final)
     return True
 
 
-def _compile_python_model(version_folder: Path) -> None:
+def compile_python_model(version_folder: Path) -> None:
     """Compile ``model.py`` of a python model's version folder where its stub will look for the bytecode.
 
     Best effort: a script that does not compile is left to the stub, which reports the error as it loads."""
