@@ -11,7 +11,7 @@ caller, :class:`model_release.local.stack.DagSession`, chooses ``MARK``).
 as a whole run of the release DAG takes once its modules are imported); a session of several runs
 (:meth:`model_release.local.stack.EmbeddedStack.dag_session`) pays it once. With ``--warm DAG_ID``
 it also parses that DAG and imports the modules its tasks import on first use (MLflow, ONNX,
-great_expectations, Triton's client: seconds each on two cores) before it reads the first request,
+Triton's client: seconds each on two cores) before it reads the first request,
 so that a caller who starts the session early (the demo, while it trains its first model) does not
 wait for them in its first run.
 """
@@ -25,7 +25,7 @@ import time
 import traceback
 
 #: what the release DAG's tasks import on first use, heaviest first; ``--warm`` imports them up front
-WARM_MODULES = ("great_expectations", "mlflow.pyfunc", "model_release.pipeline", "model_release.canary.stage",
+WARM_MODULES = ("mlflow.pyfunc", "model_release.pipeline", "model_release.canary.stage",
                 "model_release.serve.stage", "tritonclient.http", "onnx")
 
 

@@ -13,9 +13,10 @@ under its own model names, and the same golden rows are replayed through both. T
 (:mod:`.measure.phase`) runs while both are served.
 
 great_expectations costs seconds to import (once per process); the expectation suite needs it only
-after serving. It is imported in a background thread while the Triton starts and the models load
-(:func:`prefetch`), and waited for before the first replayed request, so nothing timed shares the CPU
-with it; the suite's own ``import great_expectations`` then finds it in place.
+after serving, and only with ``canary.expectations_engine: great_expectations`` (the default native
+engine needs no import). It is then imported in a background thread while the Triton starts and the
+models load (:func:`prefetch`), and waited for before the first replayed request, so nothing timed
+shares the CPU with it; the suite's own ``import great_expectations`` then finds it in place.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from .report.document import CanaryReport
 from .served import Golden, Replays
 
 log = logging.getLogger(__name__)
-#: imported in the background while the canary's server starts: what the judging needs and costs seconds to import
+#: imported in the background while the canary's server starts when the great_expectations engine judges
 PREFETCH = ("great_expectations",)
 
 
@@ -177,7 +178,7 @@ def serve_and_replay(
     order = list(assembled.load_order)
     if assembled.entry_model not in order:
         order.append(assembled.entry_model)
-    ahead = prefetch() if spec.canary.expectations else None
+    ahead = prefetch() if spec.canary.expectations and spec.canary.expectations_engine == "great_expectations" else None
     with _triton(spec, assembled, folder, endpoint, champion, remote, later) as (url, server_facts, alive):
         report.server = server_facts
         server = TritonServer(url, ready_timeout=spec.canary.ready_timeout_s)

@@ -159,7 +159,9 @@ class CanarySpec(_Strict):
     off), merged over :data:`DEFAULT_QUALITY_GATES`. ``champion``: :class:`ChampionGates`.
     ``concurrency``, ``batch_rows``: the correctness replay; ``load``: the load phase
     (:class:`LoadSpec`); ``p99_ms``: an absolute latency SLO on the load phase's p99; ``tune``:
-    :class:`TuneSpec`; ``expectations``: the great-expectations suite over the outputs.
+    :class:`TuneSpec`; ``expectations``: the great-expectations suite over the outputs, run by
+    ``expectations_engine``: ``native`` (great-expectations' semantics in numpy, no import) or
+    ``great_expectations`` (the library itself, seconds of import per process).
     ``confidence``: of every bound the paired gates on ground truth and the latency ratios decide on
     (in (0.5, 1)); a gate blocks only when the rows (or window pairs) show the candidate worse than
     allowed with this confidence. ``prove``: a paired gate on ground truth passes only when the rows
@@ -178,6 +180,7 @@ class CanarySpec(_Strict):
     batch_rows: int = Field(32, ge=1)
     p99_ms: float | None = Field(None, gt=0)
     expectations: bool = True
+    expectations_engine: Literal["native", "great_expectations"] = "native"
     ready_timeout_s: float = Field(60, gt=0)
     quality: dict[str, MetricGate | None] = {}
     champion: ChampionGates = ChampionGates()

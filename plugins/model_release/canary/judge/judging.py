@@ -150,7 +150,8 @@ def _expectations(spec: ReleaseSpec, interface: cmp.Interface, served: dict[str,
     from .expect import run_expectations
 
     return run_expectations(dict(served), classifier=interface.names_labels,
-                            label_set=interface.label_set() if interface.names_labels else None)
+                            label_set=interface.label_set() if interface.names_labels else None,
+                            engine=spec.canary.expectations_engine)
 
 
 def _champion_outputs(champion: Champion, replays: Replays) -> tuple[dict[str, np.ndarray] | None, str]:
