@@ -159,9 +159,14 @@ def cli_logging(level_name: str | None = None, *, verbose: bool = False) -> Iter
     root.setLevel(level)
     quiet_wire_loggers(level)
     chatty = quiet_chatty_loggers(verbose=verbose)
+    # warnings.warn goes through logging (``py.warnings``, through SafeFormatter), not straight to stderr
+    captured = getattr(logging, "_warnings_showwarning", None) is not None
+    logging.captureWarnings(True)
     try:
         yield
     finally:
+        if not captured:
+            logging.captureWarnings(False)
         root.removeHandler(handler)
         root.setLevel(saved_level)
         for name, saved in {**wire, **chatty}.items():
