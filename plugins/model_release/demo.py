@@ -114,6 +114,9 @@ def train_iris(tracking_uri: str, *, c: float = 1.0, alias: str | None = "candid
     import mlflow
     from mlflow.models import infer_signature
 
+    from .skops_import import import_skops
+
+    import_skops()  # log_model writes the skops format; without importing torch on the way
     model, x, y = fit_iris(c=c, max_iter=max_iter, noise=noise, seed=seed)
     mlflow.set_tracking_uri(tracking_uri)
     mlflow.set_registry_uri(tracking_uri)

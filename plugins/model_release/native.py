@@ -169,6 +169,9 @@ def _load_native(intake: IntakeResult) -> NativeModel:
         if intake.flavor == "sklearn":
             import mlflow.sklearn
 
+            from .skops_import import import_skops
+
+            import_skops()  # the flavor's format; without importing torch on the way
             return EstimatorNative(mlflow.sklearn.load_model(model_dir), intake, "sklearn", columnar)
         if intake.flavor == "xgboost":
             import mlflow.xgboost

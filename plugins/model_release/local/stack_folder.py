@@ -172,7 +172,8 @@ def stack_env(layout: Layout, config: StackConfig) -> dict[str, str]:
         "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
-        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+        # LocalExecutor whose task processes start with the release libraries imported (model_release.airflow.executor)
+        "AIRFLOW__CORE__EXECUTOR": "model_release.airflow.executor.WarmLocalExecutor",
         "AIRFLOW__CORE__PARALLELISM": "2",
         # The scheduler moves a run on by one step per loop (a task's successor queued, a skip passed on) and
         # sleeps up to this long between loops when it has nothing to do (Airflow's default 1 s). A manual

@@ -1,0 +1,49 @@
+"""WarmLocalExecutor: the release libraries are imported in the scheduler before its workers fork."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from model_release.airflow.executor import PRELOAD, preload
+from model_release.local.stack_folder import Layout, load_config, stack_env
+
+PROBE = r"""
+import json, os, sys
+from model_release.airflow.executor import PRELOAD, WarmLocalExecutor
+before = [m for m in PRELOAD if m in sys.modules]
+executor = WarmLocalExecutor(parallelism=1)
+executor.start()
+workers = len(executor.workers)
+after = [m for m in PRELOAD if m not in sys.modules]
+ours = sorted(m for m in sys.modules if m.startswith("model_release.") and m not in (
+    "model_release.airflow", "model_release.airflow.executor", "model_release.skops_import"))
+executor.end()
+print(json.dumps({"before": before, "missing_after": after, "workers": workers, "ours": ours, "torch": "torch" in sys.modules}))
+"""
+
+
+def test_the_scheduler_imports_the_release_libraries_before_it_forks_its_workers(tmp_path: Path) -> None:
+    env = {"AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "PATH": "/usr/bin:/bin",
+           "AIRFLOW__CORE__EXECUTOR": "model_release.airflow.executor.WarmLocalExecutor"}
+    out = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen["before"] == [] and seen["missing_after"] == [] and seen["workers"] == 1
+    assert seen["ours"] == []  # the pipeline's own modules are left for each task to import fresh
+    assert seen["torch"] is False
+
+
+def test_a_library_that_fails_to_import_is_reported_and_the_rest_still_load() -> None:
+    done = preload(("model_release_no_such_library", "json"))
+    assert done["model_release_no_such_library"].startswith("not imported (ModuleNotFoundError: No module named")
+    assert done["json"].endswith(" s")
+
+
+def test_the_local_stack_runs_its_tasks_through_it(tmp_path: Path) -> None:
+    layout = Layout(tmp_path / "stack")
+    env = stack_env(layout, load_config(layout)[0])
+    assert env["AIRFLOW__CORE__EXECUTOR"] == "model_release.airflow.executor.WarmLocalExecutor"
+    assert "skops.io" in PRELOAD and not any(m.startswith("model_release") for m in PRELOAD)
