@@ -27,7 +27,9 @@ import contextlib
 import logging
 import os
 import sys
+import warnings
 from collections.abc import Iterator
+from typing import Any
 
 from .errors import UserError
 from .safe_text import one_line, redact
@@ -159,18 +161,29 @@ def cli_logging(level_name: str | None = None, *, verbose: bool = False) -> Iter
     root.setLevel(level)
     quiet_wire_loggers(level)
     chatty = quiet_chatty_loggers(verbose=verbose)
-    # warnings.warn goes through logging (``py.warnings``, through SafeFormatter), not straight to stderr
-    captured = getattr(logging, "_warnings_showwarning", None) is not None
-    logging.captureWarnings(True)
+    shown = warnings.showwarning
+    warnings.showwarning = _warning_to_log(shown)
     try:
         yield
     finally:
-        if not captured:
-            logging.captureWarnings(False)
+        warnings.showwarning = shown
         root.removeHandler(handler)
         root.setLevel(saved_level)
         for name, saved in {**wire, **chatty}.items():
             logging.getLogger(name).setLevel(saved)
+
+
+def _warning_to_log(shown: Any) -> Any:
+    """``warnings.showwarning`` that logs a warning as ``logging.captureWarnings`` does (logger ``py.warnings``, at
+    WARNING), so the CLI's handler filters and formats it; one written to an explicit file goes to ``shown``."""
+
+    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: str | None = None) -> None:
+        if file is not None:
+            shown(message, category, filename, lineno, file, line)
+            return
+        logging.getLogger("py.warnings").warning("%s", warnings.formatwarning(message, category, filename, lineno, line))
+
+    return show
 
 
 class _StageLines(logging.Filter):
