@@ -3,7 +3,7 @@
 - ``s3``: the persistent moto endpoint (:mod:`model_release.local.moto_persistent`);
 - ``mlflow``: ``mlflow server`` with its UI, one worker, tracking and registry on SQLite,
   artifacts served by the server from a local folder;
-- ``airflow-api-server`` (UI and REST), ``airflow-scheduler`` (LocalExecutor, parallelism 2) and
+- ``airflow-api-server`` (UI and REST), ``airflow-scheduler`` (LocalExecutor as :class:`~model_release.airflow.executor.WarmLocalExecutor`, parallelism 2) and
   ``airflow-dag-processor`` on a SQLite metadata DB, with the ``mlflow_default`` and
   ``aws_default`` connections set in their environment.
 
