@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from model_release import collect_less
+
 # Before anything imports Airflow or MLflow: keep their state out of the user's home.
 # Each pytest-xdist worker gets its own (a worker inherits the controller's environment, whose
 # AIRFLOW_HOME would have both workers migrate and write one SQLite database).
@@ -23,6 +25,9 @@ os.environ.setdefault("DO_NOT_TRACK", "true")
 os.environ.setdefault("GIT_PYTHON_REFRESH", "quiet")
 
 PROJECT = Path(__file__).resolve().parents[1]
+
+# each worker holds MLflow, scikit-learn and Airflow: fewer full collections of them (model_release.GC_THRESHOLD)
+collect_less()
 
 
 def _children(pid: int) -> list[tuple[int, str]]:

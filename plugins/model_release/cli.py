@@ -350,8 +350,10 @@ def main(argv: list[str] | None = None) -> int:
         _fail("", f"{given}; valid: {', '.join(COMMANDS)}; see model-release --help")
         return 2
     command = argv[0]
+    from . import collect_less
     from .logs import cli_logging
 
+    collect_less()
     try:
         with cli_logging():
             return COMMANDS[command](argv[1:])

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from model_release import GC_THRESHOLD
 from model_release.airflow.executor import PRELOAD, preload
 from model_release.local.stack_folder import Layout, load_config, stack_env
 
@@ -21,7 +22,9 @@ after = [m for m in PRELOAD if m not in sys.modules]
 ours = sorted(m for m in sys.modules if m.startswith("model_release.") and m not in (
     "model_release.airflow", "model_release.airflow.executor", "model_release.skops_import"))
 executor.end()
-print(json.dumps({"before": before, "missing_after": after, "workers": workers, "ours": ours, "torch": "torch" in sys.modules}))
+import gc
+print(json.dumps({"before": before, "missing_after": after, "workers": workers, "ours": ours, "torch": "torch" in sys.modules,
+                  "gc": list(gc.get_threshold())}))
 """
 
 
@@ -34,6 +37,7 @@ def test_the_scheduler_imports_the_release_libraries_before_it_forks_its_workers
     assert seen["before"] == [] and seen["missing_after"] == [] and seen["workers"] == 1
     assert seen["ours"] == []  # the pipeline's own modules are left for each task to import fresh
     assert seen["torch"] is False
+    assert seen["gc"] == list(GC_THRESHOLD)
 
 
 def test_a_library_that_fails_to_import_is_reported_and_the_rest_still_load() -> None:

@@ -61,6 +61,9 @@ def main(argv: list[str]) -> int:
         return 2
     from airflow.utils.providers_configuration_loader import providers_configuration_loaded
 
+    from model_release import collect_less
+
+    collect_less()
     if options:
         seconds = providers_configuration_loaded(warm)(options[1])
         print(f"[dag session] {options[1]} parsed and its tasks' modules imported in {seconds:.1f} s", flush=True)

@@ -6,7 +6,8 @@ worker forks one process per task. Each task process then imports what its task 
 of CPU per task on two cores, paid again by each task of a release (the intake and the export
 each took about 10 s on a 2-core machine, most of it importing). :class:`WarmLocalExecutor`
 imports :data:`PRELOAD` in the scheduler before the workers are forked, so every task process
-starts with them in memory (shared copy-on-write, as Airflow shares its own modules).
+starts with them in memory (shared copy-on-write, as Airflow shares its own modules), and with
+the cyclic GC's thresholds of :data:`model_release.GC_THRESHOLD`.
 
 Only third-party libraries are preloaded: the pipeline's own modules (``model_release.*``, the DAG
 files) are still imported by each task, so an edit to ``plugins/`` or ``dags/`` reaches the next task
@@ -50,6 +51,9 @@ class WarmLocalExecutor(LocalExecutor):
 
     def start(self) -> None:
         if self.is_mp_using_fork:
+            from model_release import collect_less
+
+            collect_less()  # inherited by the workers and their task processes, as the imports are
             started = time.perf_counter()
             done = preload()
             log.info("WarmLocalExecutor: preloaded for the task processes in %.1f s: %s", time.perf_counter() - started,
