@@ -51,3 +51,17 @@ def test_the_local_stack_runs_its_tasks_through_it(tmp_path: Path) -> None:
     env = stack_env(layout, load_config(layout)[0])
     assert env["AIRFLOW__CORE__EXECUTOR"] == "model_release.airflow.executor.WarmLocalExecutor"
     assert "skops.io" in PRELOAD and not any(m.startswith("model_release") for m in PRELOAD)
+
+
+def test_celery_keeps_airflow_s_config_and_only_a_worker_s_start_preloads(monkeypatch) -> None:  # noqa: ANN001
+    from airflow.providers.celery.executors.default_celery import DEFAULT_CELERY_CONFIG
+    from celery.signals import celeryd_init
+
+    from model_release.airflow import celery_config
+
+    assert celery_config.CELERY_CONFIG is DEFAULT_CELERY_CONFIG  # Airflow's own, so Airflow applies nothing over it
+    calls: list[int] = []
+    monkeypatch.setattr("model_release.airflow.executor.preload", lambda: calls.append(1) or {"json": "0.0 s"})
+    assert calls == []  # importing the module (scheduler, api-server) preloads nothing
+    celeryd_init.send(sender="celery@worker", instance=None, conf=None, options={})
+    assert calls == [1]

@@ -13,7 +13,7 @@ Only third-party libraries are preloaded: the pipeline's own modules (``model_re
 files) are still imported by each task, so an edit to ``plugins/`` or ``dags/`` reaches the next task
 as before. A library that fails to import is logged and left to the task that needs it. It only
 applies where workers are forked (multiprocessing's ``fork`` start method, Linux' default); the
-distributed stack's Celery workers are not affected.
+Celery workers get the same through :mod:`model_release.airflow.celery_config`.
 """
 
 from __future__ import annotations

@@ -294,6 +294,8 @@ class DistributedStack(StartedOnEnter):
             AIRFLOW__CELERY__BROKER_URL=f"redis://127.0.0.1:{self.ports['redis']}/0",
             AIRFLOW__CELERY__RESULT_BACKEND=self.pg_url("airflow", "db+postgresql+psycopg2"),
             AIRFLOW__CELERY__WORKER_CONCURRENCY="1",
+            # each worker imports the release tasks' libraries once, before it forks (model_release.airflow.celery_config)
+            AIRFLOW__CELERY__CELERY_CONFIG_OPTIONS="model_release.airflow.celery_config.CELERY_CONFIG",
             AIRFLOW__API__HOST="127.0.0.1",
             AIRFLOW__API__PORT=str(self.ports["api"]),
             AIRFLOW__API__WORKERS="1",
