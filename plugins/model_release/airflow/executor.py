@@ -46,16 +46,22 @@ def preload(modules: tuple[str, ...] = PRELOAD) -> dict[str, str]:
     return done
 
 
+def warm_before_fork(who: str) -> None:
+    """In a process about to fork the task processes: :func:`~model_release.collect_less` and :func:`preload`
+    (both inherited by the forks), and one log line of what it took."""
+    from model_release import collect_less
+
+    collect_less()
+    started = time.perf_counter()
+    done = preload()
+    log.info("%s: preloaded for the task processes in %.1f s: %s", who, time.perf_counter() - started,
+             ", ".join(f"{k} {v}" for k, v in done.items()))
+
+
 class WarmLocalExecutor(LocalExecutor):
     """:class:`LocalExecutor` whose forked workers, and so their task processes, start with :data:`PRELOAD` imported."""
 
     def start(self) -> None:
         if self.is_mp_using_fork:
-            from model_release import collect_less
-
-            collect_less()  # inherited by the workers and their task processes, as the imports are
-            started = time.perf_counter()
-            done = preload()
-            log.info("WarmLocalExecutor: preloaded for the task processes in %.1f s: %s", time.perf_counter() - started,
-                     ", ".join(f"{k} {v}" for k, v in done.items()))
+            warm_before_fork("WarmLocalExecutor")
         super().start()
