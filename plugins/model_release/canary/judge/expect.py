@@ -70,13 +70,6 @@ def output_columns(outputs: Mapping[str, np.ndarray], *, classifier: bool) -> di
     return columns
 
 
-def output_frame(outputs: Mapping[str, np.ndarray], *, classifier: bool):  # -> pandas.DataFrame
-    """:func:`output_columns` as a pandas DataFrame (what great-expectations validates)."""
-    import pandas as pd
-
-    return pd.DataFrame(output_columns(outputs, classifier=classifier))
-
-
 def suite_for(columns: list[str], *, classifier: bool, label_set: list[str] | None) -> list[dict[str, Any]]:
     """The expectations over these columns: ``{"type", "kwargs"}`` each, as great-expectations names them."""
     suite: list[dict[str, Any]] = []
@@ -164,10 +157,10 @@ def _native(columns: Mapping[str, np.ndarray], expectation: Mapping[str, Any]) -
             raise ValueError(f"the native engine has no expectation {kind!r}; valid: {NOT_NULL}, {BETWEEN}, {IN_SET}")
         unexpected = np.zeros(len(values), dtype=bool)
         unexpected[np.flatnonzero(~nulls)[~inside]] = True
-    examples = values[unexpected][:_PARTIAL]
     count = int(unexpected.sum())
     # great-expectations lists a null as NaN, whether the column held None or NaN
-    return _result(kind, kwargs, count == 0, len(values), count, [np.nan if n else v for v, n in zip(examples, _nulls(examples))])
+    examples = [np.nan if null else v for v, null in zip(values[unexpected][:_PARTIAL], nulls[unexpected][:_PARTIAL])]
+    return _result(kind, kwargs, count == 0, len(values), count, examples)
 
 
 def _result(kind: str, kwargs: dict[str, Any], success: bool, rows: Any, unexpected_count: Any,
