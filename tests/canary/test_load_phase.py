@@ -15,7 +15,11 @@ from model_release.repository.lint import lint_repository
 
 from .support import LEAF, make_release, served_champion
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.serial]
+#: Not ``serial``: these run in make test's parallel part. Each verdict is far from its limit or tolerant by
+#: design, so a busy machine cannot flip it. The slow candidate's p99 ratio read 6.0-10.1 (the interval)
+#: against 1.25 with four CPU burners beside it. The same-speed test accepts an inconclusive ratio and only
+#: forbids a rejection. The kill and tuning tests assert no latency figure.
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 #: enough alternating windows for a median of pairs on 2 cores
 LOAD = {"warmup_s": 0.3, "window_s": 0.4, "budget_s": 4.0, "concurrency": 4, "batch_rows": 16}
