@@ -75,7 +75,11 @@ def pytest_sessionfinish(session, exitstatus):  # noqa: ANN001 - pytest hook
 
 
 def pytest_collection_modifyitems(config, items):  # noqa: ANN001 - pytest hook
-    """Skip ``gpu`` tests, with the reason, where this machine cannot build TensorRT plans."""
+    """The heaviest test files first (tests/schedule.py); skip ``gpu`` tests, with the reason, where this
+    machine cannot build TensorRT plans."""
+    from .schedule import heaviest_files_first
+
+    items[:] = heaviest_files_first(items)
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]
     if not gpu_items:
         return

@@ -24,7 +24,7 @@ from model_release.local import procs
 from model_release.local.http import AirflowApi
 from tests.conftest import PROJECT
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # the whole `up` stack: 50 s inside make test
 
 MODEL = "hooked-classifier"
 DAG = "model_release__hooked"

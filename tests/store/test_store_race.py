@@ -16,6 +16,7 @@ pytestmark = pytest.mark.integration
 TRIALS = 50
 
 
+@pytest.mark.slow  # 44 s alone against the moto server, 115 s inside make test: its file goes to a worker early
 def test_two_promotions_race_fifty_times(kit, tmp_path):
     store = kit.store()
     rel_a = make_release(tmp_path / "a", small=2, seed="a")
