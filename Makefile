@@ -32,7 +32,7 @@ down:
 # start (Airflow tasks, DAG runs, the CLI) then read the project's bytecode instead of compiling it.
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); w=$$((2 * n)); [ $$w -gt 4 ] && w=4; echo $$w)
 test: setup-distributed
-	@export PYTHONDONTWRITEBYTECODE=; $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not serial"; a=$$?; \
+	@export PYTHONDONTWRITEBYTECODE=; $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not serial"; a=$$?; \
 	$(PY) -m pytest -m serial; b=$$?; \
 	if [ $$a -ne 0 ]; then exit $$a; fi; exit $$b
 
@@ -41,7 +41,7 @@ test: setup-distributed
 # project's bytecode and pytest's rewritten test modules cached by the previous run (__pycache__,
 # ignored by git) instead of compiling and rewriting all of them again, about 3 s of CPU a worker
 test-fast: setup
-	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -n auto --maxprocesses 4 --dist loadfile --no-loadscope-reorder -m "not integration and not dags and not distributed"
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -n auto --maxprocesses 4 --dist loadfile -m "not integration and not dags and not distributed"
 
 bench: setup
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

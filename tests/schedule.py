@@ -8,7 +8,8 @@ against 610-628 s for the other three, in the same run. Handing the heaviest fil
 short ones fill the end. The weight comes from the markers the tests already carry, so a new file needs
 nothing more: ``distributed``, then ``slow``, then ``integration`` or ``dags``, then the unit tests;
 within a tier by number of tests, most first, as xdist would. A file's own tests keep their order.
-``make test`` passes ``--no-loadscope-reorder`` so that xdist keeps this order.
+``--no-loadscope-reorder`` in pyproject.toml's ``addopts`` makes xdist keep this order, in make test,
+make test-fast and any run by hand.
 """
 
 from __future__ import annotations
