@@ -76,3 +76,42 @@ def test_moto_server_dies_with_its_owner_even_on_error(ending):
         if alive:
             time.sleep(0.1)
     assert not alive, f"moto_server pid {pid} outlived the process that started it"
+
+
+@pytest.mark.parametrize("condition", ["IfMatch", "IfNoneMatch"])
+def test_concurrent_conditional_writes_of_one_key_have_one_winner(condition):
+    """Eight writers, the same condition, twenty rounds: S3 lets exactly one through each round
+    (tests/local/test_moto_writes.py shows the check-then-write race this endpoint closes)."""
+    import threading
+
+    from botocore.exceptions import ClientError
+
+    with MotoServer() as server:
+        ensure_bucket(server.endpoint_url, "race-test")
+        clients = [server.client() for _ in range(8)]
+        for rnd in range(20):
+            key = f"k-{rnd}" if condition == "IfNoneMatch" else "pointer"
+            if condition == "IfMatch":
+                cond = clients[0].put_object(Bucket="race-test", Key=key, Body=f"base-{rnd}".encode())["ETag"]
+            else:
+                cond = "*"
+            barrier = threading.Barrier(len(clients))
+            won: list[int] = []
+            refused: list[str] = []
+
+            def write(i: int) -> None:
+                barrier.wait()
+                try:
+                    clients[i].put_object(Bucket="race-test", Key=key, Body=f"{rnd}-{i}".encode(), **{condition: cond})
+                    won.append(i)
+                except ClientError as exc:
+                    refused.append(exc.response["Error"]["Code"])
+
+            threads = [threading.Thread(target=write, args=(i,)) for i in range(len(clients))]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(30)
+            assert len(won) == 1 and refused == ["PreconditionFailed"] * 7, (rnd, won, refused)
+            body = clients[0].get_object(Bucket="race-test", Key=key)["Body"].read()
+            assert body == f"{rnd}-{won[0]}".encode()

@@ -8,7 +8,8 @@ stack, or even killing this process, loses at most the last second of writes.
 
 What is kept is moto's own S3 model, pickled: every bucket with its settings (versioning, object
 lock), every object version with its version id, ETag, checksums and tags. Requests that change
-state are run one at a time, so a snapshot never sees half a request; reads run concurrently.
+state are run one at a time (:func:`.moto_process.one_write_at_a_time`), so a snapshot never sees
+half a request and a conditional write is checked and stored as one step; reads run concurrently.
 moto accepts any credentials, so this endpoint is for one machine, bound to 127.0.0.1.
 
 Named for what sets it apart from :mod:`.moto_process` (a throwaway in-memory moto child): its
@@ -30,9 +31,6 @@ from pathlib import Path
 from typing import Any
 
 log = logging.getLogger("model_release.local.moto_persistent")
-
-#: requests with these methods never change moto's state
-_READ_ONLY = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 def _versioned_store(items: list[tuple[str, list[Any]]]) -> Any:
@@ -111,19 +109,6 @@ class Snapshots:
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
 
-    def middleware(self, app: Any) -> Any:
-        """Wrap a WSGI app: state-changing requests run under the lock and mark the state dirty."""
-
-        def wrapped(environ: dict[str, Any], start_response: Any) -> Any:
-            if environ.get("REQUEST_METHOD", "GET") in _READ_ONLY:
-                return app(environ, start_response)
-            with self.lock:
-                body = b"".join(app(environ, start_response))  # the whole response, inside the lock
-                self.dirty.set()
-            return [body]
-
-        return wrapped
-
     def autosave(self, stop: threading.Event, *, delay: float = 1.0) -> None:
         """Until ``stop`` is set: save about ``delay`` seconds after the state last changed."""
         while not stop.is_set():
@@ -136,13 +121,11 @@ class Snapshots:
 
 def serve(host: str, port: int, state: Path) -> None:
     """Serve S3 on ``host:port`` with its state in ``state`` until a stop signal arrives."""
-    from moto.server import DomainDispatcherApplication, create_backend_app
-    from werkzeug.serving import make_server
+    from model_release.local.moto_process import make_moto_server  # by module name, also when run as __main__
 
     snapshots = Snapshots(state)
     buckets = snapshots.load()
-    app = snapshots.middleware(DomainDispatcherApplication(create_backend_app))
-    server = make_server(host, port, app, threaded=True)
+    server = make_moto_server(host, port, lock=snapshots.lock, after_write=snapshots.dirty.set)
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:

@@ -1,4 +1,4 @@
-"""A local S3 endpoint: ``moto_server`` as a child process on 127.0.0.1, its state in memory.
+"""A local S3 endpoint: moto's S3 server as a child process on 127.0.0.1, its state in memory.
 
 Named for what it runs (moto, as a child process), not ``s3``, which is the store's S3 backend
 (``store/s3.py``); the long-running stack's endpoint, whose state survives a restart, is
@@ -14,12 +14,22 @@ The server runs in its own process group and is stopped on ``stop()``, on leavin
 block and, as a last resort, from an ``atexit`` hook, so it never outlives the process that
 started it. moto keeps its state in memory: stopping it loses every bucket and object.
 moto accepts any credentials; the ones set here are fixed dummies and are never logged.
+
+The child is this module run as ``python -m model_release.local.moto_process --port P``, not
+``python -m moto.server``: it serves moto's own WSGI application, but runs the requests that may
+change state one at a time (:func:`one_write_at_a_time`). S3 evaluates a conditional write
+(``If-Match``, ``If-None-Match``) and stores the object as one step; moto 5.2 checks the condition,
+then builds and stores the object with no lock of its own, so two concurrent conditional writes
+of one key could both pass the check. On a loaded machine that made two racing promotions both
+win, once in fifty races; the store's exactly-one-winner guarantee rests on S3's atomic check.
 """
 
 from __future__ import annotations
 
+import argparse
 import atexit
 import logging
+import os
 import subprocess
 import sys
 import threading
@@ -27,7 +37,7 @@ import time
 import urllib.error
 import urllib.request
 import weakref
-from typing import Any
+from typing import Any, Callable, Iterable
 
 from ..errors import ServiceUnavailable, StoreError
 from .ports import free_port
@@ -52,9 +62,56 @@ def _stop_all() -> None:
 
 atexit.register(_stop_all)
 
+#: requests with these methods never change moto's state
+READ_ONLY_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def one_write_at_a_time(app: Any, lock: threading.Lock, *, after_write: Callable[[], None] | None = None) -> Any:
+    """Wrap a WSGI app (moto's) so requests that may change state run one at a time, each whole
+    (its response read out) inside ``lock``; reads run concurrently.
+
+    This makes moto's check of ``If-Match`` / ``If-None-Match`` and its write one step, as they are
+    in S3. ``after_write`` runs inside the lock after each such request (the persistent endpoint
+    marks its state to be saved).
+    """
+
+    def wrapped(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if environ.get("REQUEST_METHOD", "GET") in READ_ONLY_METHODS:
+            return app(environ, start_response)  # type: ignore[no-any-return]
+        with lock:
+            result = app(environ, start_response)
+            try:
+                body = b"".join(result)
+            finally:
+                close = getattr(result, "close", None)
+                if close is not None:
+                    close()
+            if after_write is not None:
+                after_write()
+        return [body]
+
+    return wrapped
+
+
+def make_moto_server(host: str, port: int, *, lock: threading.Lock | None = None,
+                     after_write: Callable[[], None] | None = None) -> Any:
+    """A threaded werkzeug server for moto's application on ``host:port``, its writes one at a time.
+
+    Serves what ``python -m moto.server`` serves (every service, ``/moto-api/``, moto's request
+    handler, which keeps header names with underscores) with :func:`one_write_at_a_time` around it.
+    """
+    from moto.moto_server.werkzeug_app import MotoRequestHandler
+    from moto.server import DomainDispatcherApplication, create_backend_app
+    from werkzeug.serving import make_server
+
+    os.environ.setdefault("MOTO_PORT", str(port))  # as moto.server sets it: URLs moto builds name this port
+    app = one_write_at_a_time(DomainDispatcherApplication(create_backend_app), lock or threading.Lock(),
+                              after_write=after_write)
+    return make_server(host, port, app, threaded=True, request_handler=MotoRequestHandler)
+
 
 class MotoServer:
-    """A ``moto_server`` child process serving S3 on ``http://127.0.0.1:<port>``.
+    """A moto S3 server (``moto_server``) as a child process, serving on ``http://127.0.0.1:<port>``.
 
     Args:
         port: the port to bind; a free one when None.
@@ -84,7 +141,7 @@ class MotoServer:
         """
         if self.running:
             return self
-        cmd = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)]
+        cmd = [sys.executable, "-m", "model_release.local.moto_process", "--port", str(self.port)]
         self._proc = subprocess.Popen(
             cmd,
             stdin=subprocess.DEVNULL,
@@ -196,3 +253,19 @@ def ensure_bucket(endpoint_url: str, bucket: str, *, client: Any | None = None) 
             f"S3 endpoint {endpoint_url} did not answer while creating bucket {bucket!r} ({type(exc).__name__}); "
             "start it (MotoServer) or fix the endpoint URL."
         ) from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve S3 in memory on 127.0.0.1 until killed (what :class:`MotoServer` runs)."""
+    parser = argparse.ArgumentParser(prog="python -m model_release.local.moto_process",
+                                     description="moto's S3 server in memory, its writes one at a time")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)  # no line per request
+    make_moto_server(args.host, args.port).serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
