@@ -93,17 +93,29 @@ def one_write_at_a_time(app: Any, lock: threading.Lock, *, after_write: Callable
     return wrapped
 
 
+def _list_services_once() -> None:
+    """moto's dispatcher lists its package folder (a listdir and an isdir per service, about 170) on
+    every request, to tell a service name from a host; the folder does not change while the server
+    runs, so it is listed once. A quarter of the endpoint's CPU per request (benchmarks/bench_moto.py)."""
+    import moto.backends
+
+    services = tuple(moto.backends.list_of_moto_modules())
+    moto.backends.list_of_moto_modules = lambda: services
+
+
 def make_moto_server(host: str, port: int, *, lock: threading.Lock | None = None,
                      after_write: Callable[[], None] | None = None) -> Any:
     """A threaded werkzeug server for moto's application on ``host:port``, its writes one at a time.
 
     Serves what ``python -m moto.server`` serves (every service, ``/moto-api/``, moto's request
-    handler, which keeps header names with underscores) with :func:`one_write_at_a_time` around it.
+    handler, which keeps header names with underscores) with :func:`one_write_at_a_time` around it,
+    and moto's list of services read once (:func:`_list_services_once`).
     """
     from moto.moto_server.werkzeug_app import MotoRequestHandler
     from moto.server import DomainDispatcherApplication, create_backend_app
     from werkzeug.serving import make_server
 
+    _list_services_once()
     os.environ.setdefault("MOTO_PORT", str(port))  # as moto.server sets it: URLs moto builds name this port
     app = one_write_at_a_time(DomainDispatcherApplication(create_backend_app), lock or threading.Lock(),
                               after_write=after_write)
