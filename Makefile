@@ -1,7 +1,7 @@
 # The two commands a new user needs: `make demo` and `make test`. Both set up what they need.
 PY := .venv/bin/python
 
-.PHONY: setup setup-distributed demo distributed-demo up down test test-fast lint bench lock clean
+.PHONY: setup setup-distributed demo distributed-demo up down test test-fast bench lock clean
 
 setup:
 	@bash infra/local/setup.sh
