@@ -9,6 +9,7 @@ that race, so the tests after it can fail.
 from __future__ import annotations
 
 import hashlib
+import io
 import threading
 from typing import Any, Callable
 
@@ -46,7 +47,7 @@ class CheckThenWrite:
         self.in_write.set()
         self.hold_writes.wait(10)
         threading.Event().wait(WINDOW)  # moto builds the new key here; another request may run
-        self.body = environ["wsgi.input"]
+        self.body = environ["wsgi.input"].read()
         start_response("200 OK", [("ETag", self.etag)])
         return Closing([b"ok"], self)
 
@@ -64,7 +65,7 @@ class Closing(list):
 
 def request(app: Any, method: str, *, body: bytes = b"", if_match: str | None = None) -> tuple[str, bytes]:
     status: list[str] = []
-    environ = {"REQUEST_METHOD": method, "wsgi.input": body}
+    environ = {"REQUEST_METHOD": method, "wsgi.input": io.BytesIO(body), "CONTENT_LENGTH": str(len(body))}
     if if_match is not None:
         environ["HTTP_IF_MATCH"] = if_match
     out = b"".join(app(environ, lambda s, headers: status.append(s)))
@@ -155,3 +156,65 @@ def test_a_write_that_raises_releases_the_lock():
         request(app, "PUT")
     assert not lock.locked()
     assert request(app, "PUT") == ("200 OK", b"ok")
+
+
+class TrickleBody(io.RawIOBase):
+    """A request body that sends its first bytes, then waits for ``go`` before sending the rest."""
+
+    def __init__(self, data: bytes, go: threading.Event) -> None:
+        self.data, self.go, self.sent = data, go, 0
+        self.waiting = threading.Event()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf: Any) -> int:
+        if self.sent >= len(self.data):
+            return 0
+        if self.sent > 0:
+            self.waiting.set()
+            self.go.wait(10)
+        n = 1 if self.sent == 0 else min(len(buf), len(self.data) - self.sent)
+        buf[:n] = self.data[self.sent:self.sent + n]
+        self.sent += n
+        return n
+
+
+def test_a_client_still_sending_its_body_holds_up_only_itself():
+    inner = CheckThenWrite()
+    app = Wrapped(inner)
+    go = threading.Event()
+    slow_body = TrickleBody(b"slow-body", go)
+    statuses: list[str] = []
+
+    def slow_put() -> None:
+        environ = {"REQUEST_METHOD": "PUT", "wsgi.input": io.BufferedReader(slow_body), "CONTENT_LENGTH": "9"}
+        statuses.append(b"".join(app(environ, lambda s, h: statuses.append(s))).decode())
+
+    slow = threading.Thread(target=slow_put)
+    slow.start()
+    assert slow_body.waiting.wait(10)
+    assert not app.lock.locked()  # the lock is not held while the body is still on its way ...
+    assert request(app, "PUT", body=b"quick") == ("200 OK", b"ok")  # ... so another write goes through
+    assert inner.body == b"quick"
+    go.set()
+    slow.join(10)
+    assert statuses == ["200 OK", "ok"] and inner.body == b"slow-body"  # the slow one arrives whole, later
+
+
+def test_a_body_shorter_than_its_content_length_never_reaches_moto():
+    inner = CheckThenWrite()
+    app = Wrapped(inner)
+    status: list[str] = []
+    environ = {"REQUEST_METHOD": "PUT", "wsgi.input": io.BytesIO(b"only-part"), "CONTENT_LENGTH": "100"}
+    out = b"".join(app(environ, lambda s, h: status.append(s)))
+    assert status == ["400 Bad Request"] and b"<Code>IncompleteBody</Code>" in out
+    assert inner.body == b"0" and not app.lock.locked()
+
+
+def test_a_chunked_body_the_server_ends_is_read_to_its_end():
+    inner = CheckThenWrite()
+    app = Wrapped(inner)
+    environ = {"REQUEST_METHOD": "PUT", "wsgi.input": io.BytesIO(b"chunked-body"), "wsgi.input_terminated": True}
+    assert b"".join(app(environ, lambda s, h: None)) == b"ok"
+    assert inner.body == b"chunked-body"

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import io
 import logging
 import os
 import subprocess
@@ -66,18 +67,50 @@ atexit.register(_stop_all)
 READ_ONLY_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
+def _body_read_first(environ: dict[str, Any]) -> bool:
+    """Read the request body into memory, so that the lock is held for moto's work only, never
+    while a slow or stalled client is still sending. False when the client sent less than its
+    ``Content-Length`` (it went away): the request must not reach moto as if it were whole."""
+    stream = environ.get("wsgi.input")
+    if stream is None:
+        return True
+    if "wsgi.input_terminated" in environ:  # the server ends the stream itself (a chunked body)
+        body = stream.read()
+    else:
+        try:
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            length = 0
+        body = stream.read(length) if length > 0 else b""
+        if len(body) < length:
+            return False
+    environ["wsgi.input"] = io.BytesIO(body)
+    return True
+
+
+_INCOMPLETE_BODY = (b"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>IncompleteBody</Code>"
+                    b"<Message>You did not provide the number of bytes specified by the Content-Length HTTP header"
+                    b"</Message></Error>")
+
+
 def one_write_at_a_time(app: Any, lock: threading.Lock, *, after_write: Callable[[], None] | None = None) -> Any:
     """Wrap a WSGI app (moto's) so requests that may change state run one at a time, each whole
     (its response read out) inside ``lock``; reads run concurrently.
 
     This makes moto's check of ``If-Match`` / ``If-None-Match`` and its write one step, as they are
-    in S3. ``after_write`` runs inside the lock after each such request (the persistent endpoint
-    marks its state to be saved).
+    in S3. A write's body is read before the lock is taken, so a client that sends slowly holds
+    up only itself; one that sends less than it announced gets S3's ``400 IncompleteBody`` and
+    changes nothing. ``after_write`` runs inside the lock after each write (the persistent
+    endpoint marks its state to be saved).
     """
 
     def wrapped(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         if environ.get("REQUEST_METHOD", "GET") in READ_ONLY_METHODS:
             return app(environ, start_response)  # type: ignore[no-any-return]
+        if not _body_read_first(environ):
+            start_response("400 Bad Request", [("Content-Type", "application/xml"),
+                                               ("Content-Length", str(len(_INCOMPLETE_BODY)))])
+            return [_INCOMPLETE_BODY]
         with lock:
             result = app(environ, start_response)
             try:
