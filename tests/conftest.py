@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from model_release import collect_less
 # AIRFLOW_HOME would have both workers migrate and write one SQLite database).
 _INHERITED = os.environ.get("MODEL_RELEASE_TEST_STATE")
 _STATE = Path(tempfile.mkdtemp(prefix="model-release-tests-"))
+atexit.register(shutil.rmtree, _STATE, True)  # each process removes its own (every run left one in the temp folder)
 os.environ["MODEL_RELEASE_TEST_STATE"] = str(_STATE)
 if os.environ.get("AIRFLOW_HOME") is None or (_INHERITED and os.environ["AIRFLOW_HOME"].startswith(_INHERITED)):
     os.environ["AIRFLOW_HOME"] = str(_STATE / "airflow")
