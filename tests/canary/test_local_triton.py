@@ -108,6 +108,36 @@ def test_a_stop_in_the_background_returns_at_once_and_leaves_nothing_once_joined
     assert not work_dir.exists() and list(Path("/dev/shm").glob(f"{shm}*")) == []
 
 
+def test_a_stop_unloads_every_model_first_so_the_server_finds_none_live_at_its_first_check(tmp_path, iris_repository):
+    """Triton, on SIGTERM, checks once a second whether its models are gone; unloaded beforehand, it exits at once."""
+    import re
+
+    from model_release.triton.shim import prepare_canary_repository
+
+    copy = prepare_canary_repository(iris_repository, tmp_path / "repository")
+    log = tmp_path / "tritonserver.log"
+    with LocalTriton(copy.path, log_path=log) as triton:
+        triton.client().load_model("iris")  # the ensemble and its steps, python stubs among them
+        loaded = {m["name"] for m in triton.client().get_model_repository_index() if m.get("state") == "READY"}
+        assert {"iris", "iris_post"} <= loaded
+    text = log.read_text()
+    before, signal, after = text.partition("Signal (15) received.")
+    assert signal, text[-2000:]
+    unloaded = set(re.findall(r"successfully unloaded '([^']+)'", before))
+    assert unloaded == loaded, f"unloaded before SIGTERM: {sorted(unloaded)}; loaded: {sorted(loaded)}"
+    checks = re.findall(r"Found (\d+) live models", after)
+    assert checks and checks[0] == "0", after[:2000]
+
+
+def test_the_three_ports_of_a_server_are_distinct_even_when_the_picks_repeat(monkeypatch):
+    """Each port is picked at random; two equal picks would make tritonserver refuse to start (not a clash to retry)."""
+    from model_release.triton import local
+
+    picks = iter([27001, 27001, 27002, 27001, 27002, 27003])
+    monkeypatch.setattr(local, "_free_port", lambda: next(picks))
+    assert local._distinct_ports(3) == [27001, 27002, 27003]
+
+
 def test_the_server_is_stopped_when_the_body_raises(tmp_path):
     (tmp_path / "empty").mkdir()
     pid = None

@@ -29,6 +29,7 @@ import tempfile
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
@@ -98,6 +99,18 @@ def precompile_models(repository: Path, python: Path) -> list[Path]:
     except (subprocess.SubprocessError, OSError):
         pass
     return scripts
+
+
+def _distinct_ports(count: int) -> list[int]:
+    """``count`` free ports, no two equal: each is picked at random, and tritonserver refuses to start
+    when two of its endpoints share one ("cannot listen to HTTP requests and GRPC requests at the same
+    address and port"), which is not the "address already in use" that :meth:`LocalTriton.start` retries."""
+    ports: list[int] = []
+    while len(ports) < count:
+        port = _free_port()
+        if port not in ports:
+            ports.append(port)
+    return ports
 
 
 class LocalTriton:
@@ -225,7 +238,7 @@ class LocalTriton:
         server_dir = self._lay_out()
         env = self._environment()
         for attempt in range(3):  # a free port can be taken between picking and binding
-            self.http_port, self.grpc_port, self.metrics_port = _free_port(), _free_port(), _free_port()
+            self.http_port, self.grpc_port, self.metrics_port = _distinct_ports(3)
             self._launch(server_dir, env)
             try:
                 self._wait_ready()
@@ -343,6 +356,9 @@ class LocalTriton:
         if proc is not None:
             from ..local.procs import stop_group
 
+            if proc.poll() is None and self.model_control == "explicit":
+                self._unload_everything(min(5.0, self.exit_timeout / 2))
+
             # start_new_session: the server leads its own group. SIGTERM to the server alone (it
             # stops its stubs), then SIGKILL the group: the server if it ignored SIGTERM, and any
             # python stub it left behind, until they are gone
@@ -352,6 +368,44 @@ class LocalTriton:
                 region.unlink(missing_ok=True)
         if remove_work_dir:
             self._cleanup_work_dir()
+
+    def _unload_everything(self, budget_s: float) -> None:
+        """Unload every model through the repository API and wait (polling every 20 ms) until none is live.
+
+        On SIGTERM Triton unloads its models too, but it checks whether they are gone once a second
+        and exits only at the check after the last: up to a second after its python stubs have ended
+        (about 0.7 s of a 3.3 s stop for the example repository with 7 models). Unloaded first, the
+        server finds nothing live at its first check and exits at once. Best effort, within
+        ``budget_s``: a server that does not answer, or still has a model live, gets SIGTERM as before.
+        """
+        base = f"http://{self.http_url}/v2/repository"
+        deadline = time.monotonic() + budget_s
+
+        def live() -> list[str] | None:
+            try:
+                with urllib.request.urlopen(urllib.request.Request(base + "/index", data=b"{}", method="POST"),
+                                            timeout=max(0.1, min(1.0, deadline - time.monotonic()))) as resp:
+                    index = json.loads(resp.read() or b"[]")
+            except (urllib.error.URLError, OSError, ValueError):
+                return None
+            return sorted({m["name"] for m in index if m.get("state") in ("READY", "LOADING", "UNLOADING")})
+
+        names = live()
+        if not names:
+            return
+        for name in names:
+            try:
+                req = urllib.request.Request(f"{base}/models/{urllib.parse.quote(name, safe='')}/unload", data=b"{}",
+                                             method="POST")
+                with urllib.request.urlopen(req, timeout=max(0.1, min(1.0, deadline - time.monotonic()))):
+                    pass  # Triton answers once the unload has started; the stubs end meanwhile
+            except (urllib.error.URLError, OSError):
+                pass
+        while time.monotonic() < deadline:
+            left = live()
+            if not left:  # none live, or the server stopped answering: SIGTERM either way
+                return
+            time.sleep(0.02)
 
     def stop_in_background(self, *, remove_work_dir: bool = True) -> threading.Thread:
         """Start :meth:`stop` on a thread of its own and return it; the caller joins it before it returns.
