@@ -98,6 +98,28 @@ def test_marked_processes_are_found_and_stopped_with_their_children(tmp_path: Pa
             p.wait()
 
 
+def test_a_sweep_returns_the_child_a_process_started_while_it_was_being_stopped(tmp_path: Path) -> None:
+    """The second look finds what the first could not have seen; the pids returned are every one stopped."""
+    stack_id = uuid.uuid4().hex
+    started = tmp_path / "started"
+    parent = procs.spawn(["bash", "-c", f'trap "sleep 300 & echo \\$! > {started}; exit 0" TERM; sleep 300 & wait'],
+                         env=dict(os.environ), stack_id=stack_id, log_path=tmp_path / "sleep.log", cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 10
+        while len(procs.marked(stack_id)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        first = procs.marked(stack_id)
+        assert parent.pid in first and len(first) == 2, first
+        swept = procs.sweep(stack_id, timeout=5)
+        late = int(started.read_text())  # started by the trap, after the first look
+        assert late not in first and swept == sorted([*first, late]), (first, late, swept)
+        assert procs.marked(stack_id) == []
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+        parent.wait()
+
+
 def _group(tmp_path: Path, script: str) -> subprocess.Popen[bytes]:
     """``bash -c script`` leading a process group of its own, once its traps are set."""
     ready = tmp_path / "ready"

@@ -102,13 +102,15 @@ def stop(pids: Iterable[int], *, timeout: float = 20.0) -> list[int]:
 
 
 def sweep(stack_id: str, *, timeout: float = 20.0) -> list[int]:
-    """Stop every process still marked with ``stack_id``; returns the pids that were found."""
+    """Stop every process still marked with ``stack_id``; returns the pids that were found, in either look."""
     found = marked(stack_id)
-    if found:
-        stop(found, timeout=timeout)
-        # a process may have started a child while it was being stopped
-        stop(marked(stack_id), timeout=5.0)
-    return found
+    if not found:
+        return []
+    stop(found, timeout=timeout)
+    # a process may have started a child while it was being stopped, or been missed by the first look
+    again = marked(stack_id)
+    stop(again, timeout=5.0)
+    return sorted({*found, *again})
 
 
 def group_members(pgid: int) -> list[int]:
