@@ -98,6 +98,28 @@ def test_marked_processes_are_found_and_stopped_with_their_children(tmp_path: Pa
             p.wait()
 
 
+def test_a_process_that_renames_itself_as_airflow_does_is_still_found_by_its_mark(tmp_path: Path) -> None:
+    """setproctitle writes a long title over /proc/PID/environ; the stack's processes keep their mark."""
+    stack_id = uuid.uuid4().hex
+    ready = tmp_path / "renamed"
+    script = ("import setproctitle, pathlib, time; "
+              "setproctitle.setproctitle('airflow api_server -- host:127.0.0.1 port:23451 ' + 'x' * 200); "
+              f"pathlib.Path({str(ready)!r}).touch(); time.sleep(300)")
+    proc = procs.spawn([sys.executable, "-c", script], env=dict(os.environ), stack_id=stack_id,
+                       log_path=tmp_path / "renamed.log", cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ready.exists(), (tmp_path / "renamed.log").read_text()
+        assert procs.marked(stack_id) == [proc.pid]
+        assert procs.sweep(stack_id, timeout=5) == [proc.pid] and procs.marked(stack_id) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
 def test_a_sweep_returns_the_child_a_process_started_while_it_was_being_stopped(tmp_path: Path) -> None:
     """The second look finds what the first could not have seen; the pids returned are every one stopped."""
     stack_id = uuid.uuid4().hex

@@ -25,12 +25,24 @@ from typing import Any
 MARKER = "MODEL_RELEASE_STACK_ID"
 
 
+def marked_env(env: dict[str, str], stack_id: str) -> dict[str, str]:
+    """``env`` with the stack's mark, kept readable for the process's whole life.
+
+    Airflow names its processes with ``setproctitle`` ("airflow api_server -- host:..."), which on
+    Linux writes a title longer than the command line over the memory that ``/proc/PID/environ``
+    reads: the mark was gone, so :func:`marked` could not find the api-server, and after a
+    supervisor that died, ``model-release down`` left it running. ``SPT_NOENV`` (setproctitle's own
+    switch) keeps the environment and truncates such a title to the command line's length instead.
+    """
+    return {**env, MARKER: stack_id, "SPT_NOENV": "1"}
+
+
 def spawn(argv: list[str], *, env: dict[str, str], stack_id: str, log_path: Path, cwd: Path) -> subprocess.Popen[bytes]:
     """Start ``argv`` in its own session, marked with ``stack_id``, its output appended to ``log_path``."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         return subprocess.Popen(
-            argv, env={**env, MARKER: stack_id}, cwd=cwd, stdin=subprocess.DEVNULL, stdout=log,
+            argv, env=marked_env(env, stack_id), cwd=cwd, stdin=subprocess.DEVNULL, stdout=log,
             stderr=subprocess.STDOUT, start_new_session=True,
         )
 

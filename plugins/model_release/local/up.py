@@ -85,7 +85,7 @@ class Supervisor:
         fleet = self._spawn_fleet()  # the serving Tritons start first: a DAG run may roll out to them
         self._spawn(s3)
         self._spawn(mlflow)  # MLflow starts while Airflow's DB is migrated
-        if init_airflow(self.layout, {**self.env, procs.MARKER: self.config.stack_id}, stopping=self.stopping.is_set):
+        if init_airflow(self.layout, procs.marked_env(self.env, self.config.stack_id), stopping=self.stopping.is_set):
             self.say("Airflow's database initialised (first start)")
         for service in (api, scheduler, processor, receiver):  # Airflow starts while MLflow may still be starting
             self._spawn(service)
