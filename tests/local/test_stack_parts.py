@@ -75,16 +75,21 @@ def test_the_airflow_connection_is_the_third_way(tmp_path: Path) -> None:
     assert not (cwd / "mlflow.db").exists() and not (cwd / "mlruns").exists()
 
 
+def _wait_for_marks(stack_id: str, count: int, timeout: float = 10) -> list[int]:
+    """The processes marked with ``stack_id`` once there are ``count`` of them (or ``timeout`` has passed)."""
+    deadline = time.monotonic() + timeout
+    while len(procs.marked(stack_id)) < count and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return procs.marked(stack_id)
+
+
 def test_marked_processes_are_found_and_stopped_with_their_children(tmp_path: Path) -> None:
     stack_id = uuid.uuid4().hex
     parent = procs.spawn(["bash", "-c", "sleep 300 & sleep 300; wait"], env=dict(os.environ), stack_id=stack_id,
                          log_path=tmp_path / "sleep.log", cwd=tmp_path)
     other = subprocess.Popen(["sleep", "300"])  # not marked: must survive the sweep
     try:
-        deadline = time.monotonic() + 10
-        while len(procs.marked(stack_id)) < 3 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        found = procs.marked(stack_id)
+        found = _wait_for_marks(stack_id, 3)
         assert parent.pid in found and len(found) == 3, found
         assert other.pid not in found
         assert sorted(procs.sweep(stack_id)) == found
@@ -127,10 +132,7 @@ def test_a_sweep_returns_the_child_a_process_started_while_it_was_being_stopped(
     parent = procs.spawn(["bash", "-c", f'trap "sleep 300 & echo \\$! > {started}; exit 0" TERM; sleep 300 & wait'],
                          env=dict(os.environ), stack_id=stack_id, log_path=tmp_path / "sleep.log", cwd=tmp_path)
     try:
-        deadline = time.monotonic() + 10
-        while len(procs.marked(stack_id)) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        first = procs.marked(stack_id)
+        first = _wait_for_marks(stack_id, 2)
         assert parent.pid in first and len(first) == 2, first
         swept = procs.sweep(stack_id, timeout=5)
         late = int(started.read_text())  # started by the trap, after the first look
