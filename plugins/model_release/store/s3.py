@@ -11,8 +11,8 @@ credential.
 
 from __future__ import annotations
 
+import functools
 import os
-import threading
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
@@ -52,22 +52,16 @@ def default_client(*, max_pool_connections: int = 32) -> Any:
     )
 
 
-_LOADER: list[Any] = []
-_LOADER_LOCK = threading.Lock()
-
-
+@functools.cache
 def _shared_loader() -> Any:
     """botocore's data loader (it caches every JSON file it has parsed), one per process.
 
     botocore reads its search paths (``AWS_DATA_PATH``) when a loader is made, so a process that
     changes them after its first client keeps the first; model-release sets none.
     """
-    with _LOADER_LOCK:
-        if not _LOADER:
-            import botocore.session
+    import botocore.session
 
-            _LOADER.append(botocore.session.Session().get_component("data_loader"))
-        return _LOADER[0]
+    return botocore.session.Session().get_component("data_loader")
 
 
 class _NotFound(Exception):

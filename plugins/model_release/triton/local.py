@@ -375,20 +375,20 @@ class LocalTriton:
         On SIGTERM Triton unloads its models too, but it checks whether they are gone once a second
         and exits only at the check after the last: up to a second after its python stubs have ended
         (the example repository's 7 models stopped in 3.4-4.0 s, and in 2.4-2.6 s unloaded first).
-        Unloaded first, the server finds nothing live at its first check and exits at once. Best effort, within
-        ``budget_s``: a server that does not answer, or still has a model live, gets SIGTERM as before.
+        Unloaded first, the server finds nothing live at its first check and exits at once. Best
+        effort, within ``budget_s``: a server that does not answer, or still has a model live, gets SIGTERM as before.
         """
         base = f"http://{self.http_url}/v2/repository"
         deadline = time.monotonic() + budget_s
 
-        def timeout() -> float:  # one request: at most a second, and not far past the budget
-            return max(0.1, min(1.0, deadline - time.monotonic()))
+        def post(path: str) -> bytes:  # one request: at most a second, and not far past the budget
+            request = urllib.request.Request(base + path, data=b"{}", method="POST")
+            with urllib.request.urlopen(request, timeout=max(0.1, min(1.0, deadline - time.monotonic()))) as resp:
+                return resp.read()
 
         def live() -> list[str] | None:
             try:
-                with urllib.request.urlopen(urllib.request.Request(base + "/index", data=b"{}", method="POST"),
-                                            timeout=timeout()) as resp:
-                    index = json.loads(resp.read() or b"[]")
+                index = json.loads(post("/index") or b"[]")
             except (urllib.error.URLError, OSError, ValueError):
                 return None
             return sorted({m["name"] for m in index if m.get("state") in ("READY", "LOADING", "UNLOADING")})
@@ -398,10 +398,7 @@ class LocalTriton:
             return
         for name in names:
             try:
-                req = urllib.request.Request(f"{base}/models/{urllib.parse.quote(name, safe='')}/unload", data=b"{}",
-                                             method="POST")
-                with urllib.request.urlopen(req, timeout=timeout()):
-                    pass  # Triton answers once the unload has started; the stubs end meanwhile
+                post(f"/models/{urllib.parse.quote(name, safe='')}/unload")  # answered once the unload has started
             except (urllib.error.URLError, OSError):
                 pass
         while time.monotonic() < deadline:
