@@ -77,17 +77,25 @@ def pytest_sessionfinish(session, exitstatus):  # noqa: ANN001 - pytest hook
         session.exitstatus = 1
 
 
-def pytest_collection_modifyitems(config, items):  # noqa: ANN001 - pytest hook
-    """The heaviest test files first (tests/schedule.py); skip ``gpu`` tests, with the reason, where this
-    machine cannot build TensorRT plans."""
-    from .schedule import heaviest_files_first
+def pytest_ignore_collect(collection_path, config):  # noqa: ANN001 - pytest hook
+    """With ``-m serial`` (make test's second part), import only the test files that mark a test serial
+    (tests/schedule.py, :func:`~tests.schedule.left_out_of_serial`)."""
+    from .schedule import left_out_of_serial
 
+    return left_out_of_serial(collection_path, config.option.markexpr) or None
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects: the serial tests of a "not serial" run are still among the items
+def pytest_collection_modifyitems(config, items):  # noqa: ANN001 - pytest hook
+    """Check the serial marks (above); the heaviest test files first (tests/schedule.py); skip ``gpu``
+    tests, with the reason, where this machine cannot build TensorRT plans."""
+    from .schedule import check_serial_marks, heaviest_files_first
+
+    check_serial_marks(items)
     items[:] = heaviest_files_first(items)
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]
     if not gpu_items:
         return
-    import pytest
-
     from model_release.tensorrt.onnx2trt import gpu_environment
 
     _, missing = gpu_environment()
