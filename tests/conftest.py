@@ -29,6 +29,9 @@ os.environ.setdefault("GIT_PYTHON_REFRESH", "quiet")
 
 PROJECT = Path(__file__).resolve().parents[1]
 
+#: ``--cpu-time``: the CPU each test file spent, and how busy the machine was (tests/cpu_time.py)
+pytest_plugins = ["tests.cpu_time"]
+
 # each worker holds MLflow, scikit-learn and Airflow: fewer full collections of them (model_release.GC_THRESHOLD)
 collect_less()
 
