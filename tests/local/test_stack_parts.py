@@ -373,6 +373,41 @@ def test_the_stack_stops_in_tiers_what_posts_to_airflow_first_then_the_api_with_
     assert stop_tiers([]) == []
 
 
+def test_the_dag_processor_is_killed_after_its_own_short_stop_quietly_and_other_services_wait_the_default(
+        tmp_path: Path, monkeypatch, capsys) -> None:  # noqa: ANN001
+    """A stop stuck the way Airflow's dag-processor sticks mid-parse (its 5 s escalation delay) ends after
+    DAG_PROCESSOR_STOP_S without a warning; a service with no stop of its own waits STOP_TIMEOUT and warns."""
+    from model_release.local import up
+    from model_release.local.services import DAG_PROCESSOR_STOP_S, Service, services
+
+    layout = Layout(tmp_path / "stack")
+    config, _ = load_config(layout)
+    timeouts = {s.name: s.stop_timeout for s in services(layout, config)}
+    assert timeouts.pop("airflow-dag-processor") == DAG_PROCESSOR_STOP_S == 1.5
+    assert set(timeouts.values()) == {None}, timeouts  # MLflow, S3 and the rest: the supervisor's STOP_TIMEOUT
+    monkeypatch.setattr(up, "STOP_TIMEOUT", 3.0)
+    supervisor = up.Supervisor(layout, config)
+    for name, stop_timeout in (("airflow-dag-processor", 0.4), ("mlflow", None)):
+        (tmp_path / name).mkdir()
+        supervisor.running[name] = (Service(name, [], stop_timeout=stop_timeout), _group(tmp_path / name, "trap '' TERM; sleep 300 &"))
+    try:
+        for name, waits in (("airflow-dag-processor", 0.4), ("mlflow", 3.0)):
+            started = time.monotonic()
+            supervisor._stop_one(name)
+            took = time.monotonic() - started
+            assert waits <= took < waits + 2.5, (name, took)
+            assert supervisor.running[name][1].poll() is not None and procs.group_members(supervisor.running[name][1].pid) == []
+        out, err = capsys.readouterr()
+        assert "airflow-dag-processor killed after 0." in out and "(its stop waits 0.4 s)" in out
+        assert "airflow-dag-processor" not in err  # killed as planned, not reported as a failure to stop
+        assert "mlflow killed after 3." in out and "[up] mlflow did not stop within 3 s; killing it" in err
+    finally:
+        for _, proc in supervisor.running.values():
+            if procs.group_members(proc.pid):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
 class _Pools:
     """Airflow's pool endpoints as the stack's API client sees them: answers given per call."""
 

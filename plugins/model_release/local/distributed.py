@@ -40,6 +40,7 @@ from ..errors import ServiceUnavailable
 from ..store.keys import WORKSPACES
 from .ports import free_port
 from .procs import StartedOnEnter, signal_pids, stop_group
+from .services import DAG_PROCESSOR_STOP_S
 from .stack_folder import TASK_SLOT_ENV
 
 log = logging.getLogger(__name__)
@@ -133,17 +134,18 @@ class DistributedStack(StartedOnEnter):
         """Stop every process this stack started, by PID and process group, side by side; Postgres last. Idempotent."""
         atexit.unregister(self.stop)
 
-        def stop(name: str, sig: int = signal.SIGTERM) -> None:
+        def stop(name: str, sig: int = signal.SIGTERM, timeout: float = 20) -> None:
             try:
-                self._stop(name, sig)
+                self._stop(name, sig, timeout)
             except Exception as exc:  # noqa: BLE001 - stop the others all the same
                 log.warning("could not stop %s cleanly: %s", name, exc)
 
         # side by side (each may take seconds to shut down); Postgres last, SIGINT being its fast
         # shutdown (SIGTERM waits for every client to leave)
         others = [name for name in reversed(list(self.procs)) if name != "postgres"]
-        if others:
-            _together(*(lambda name=name: stop(name) for name in others))
+        if others:  # the dag-processor after its own short stop, as `model-release down` does (services.DAG_PROCESSOR_STOP_S)
+            _together(*(lambda name=name: stop(name, timeout=DAG_PROCESSOR_STOP_S if name == "dag-processor" else 20)
+                        for name in others))
         if self.triton is not None:
             self.triton.stop()
             self.triton = None
