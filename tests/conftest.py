@@ -90,7 +90,7 @@ def pytest_ignore_collect(collection_path, config):  # noqa: ANN001 - pytest hoo
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects: the serial tests of a "not serial" run are still among the items
 def pytest_collection_modifyitems(config, items):  # noqa: ANN001 - pytest hook
-    """Check the serial marks (above); the heaviest test files first (tests/schedule.py); skip ``gpu``
+    """Check the serial marks and put the heaviest test files first (tests/schedule.py); skip ``gpu``
     tests, with the reason, where this machine cannot build TensorRT plans."""
     from .schedule import check_serial_marks, heaviest_files_first
 

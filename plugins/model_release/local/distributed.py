@@ -134,18 +134,17 @@ class DistributedStack(StartedOnEnter):
         """Stop every process this stack started, by PID and process group, side by side; Postgres last. Idempotent."""
         atexit.unregister(self.stop)
 
-        def stop(name: str, sig: int = signal.SIGTERM, timeout: float = 20) -> None:
+        def stop(name: str, sig: int = signal.SIGTERM) -> None:
             try:
-                self._stop(name, sig, timeout)
+                self._stop(name, sig)
             except Exception as exc:  # noqa: BLE001 - stop the others all the same
                 log.warning("could not stop %s cleanly: %s", name, exc)
 
         # side by side (each may take seconds to shut down); Postgres last, SIGINT being its fast
         # shutdown (SIGTERM waits for every client to leave)
         others = [name for name in reversed(list(self.procs)) if name != "postgres"]
-        if others:  # the dag-processor after its own short stop, as `model-release down` does (services.DAG_PROCESSOR_STOP_S)
-            _together(*(lambda name=name: stop(name, timeout=DAG_PROCESSOR_STOP_S if name == "dag-processor" else 20)
-                        for name in others))
+        if others:
+            _together(*(lambda name=name: stop(name) for name in others))
         if self.triton is not None:
             self.triton.stop()
             self.triton = None
@@ -158,6 +157,8 @@ class DistributedStack(StartedOnEnter):
         proc = self.procs.pop(name, None)
         if proc is None or proc.popen.poll() is not None:
             return
+        if name == "dag-processor":  # killed after its own short stop, as `model-release down` does
+            timeout = min(timeout, DAG_PROCESSOR_STOP_S)
         tree = _descendants(proc.popen.pid)
         # kill_rest: what outlived its leader in its group; then the rest of its tree (a Celery pool
         # child, a task runner in a process group of its own)
