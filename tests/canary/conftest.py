@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from model_release.triton.shim import prepare_canary_repository
+from model_release.triton.shim import auto_complete_needed, prepare_canary_repository
 from model_release.triton.local import DEFAULT_RUNTIME_VENV, LocalTriton
 
 from .support import train_iris, write_leaf, write_pipeline
@@ -37,10 +37,12 @@ def iris_repository(tmp_path_factory: pytest.TempPathFactory, iris) -> Path:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory, iris_repository: Path) -> Iterator[LocalTriton]:
-    """One real tritonserver over a shimmed copy of ``iris_repository``, explicit model control."""
+    """One real tritonserver over a shimmed copy of ``iris_repository``, explicit model control; without
+    auto-complete when the copy does not need it, as the canary runs its own (canary/serve.py)."""
     if not (DEFAULT_RUNTIME_VENV / "bin" / "python").exists():
         pytest.fail(f"the runtime venv {DEFAULT_RUNTIME_VENV} is missing: run `bash infra/local/setup.sh`")
     work = tmp_path_factory.mktemp("served")
     copy = prepare_canary_repository(iris_repository, work / "repository")
-    with LocalTriton(copy.path, work_dir=work / "server", ready_timeout=60) as triton:
+    args = [] if auto_complete_needed(copy.path) else ["--disable-auto-complete-config"]
+    with LocalTriton(copy.path, work_dir=work / "server", ready_timeout=60, server_args=args) as triton:
         yield triton

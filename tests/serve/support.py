@@ -22,6 +22,7 @@ from model_release.triton.local import LocalTriton
 from model_release.repository.assemble import assemble
 from model_release.repository.manifest import finalize_manifest
 from model_release.serve.fleet import Fleet, Server
+from model_release.serve.local_server import SERVING_ARGS
 from model_release.store.model_store import ModelStore, open_store
 from model_release.store.promote import promote
 from model_release.workspace import Workspace
@@ -84,18 +85,20 @@ def local_store(tmp: Path) -> ModelStore:
 
 @contextlib.contextmanager
 def local_fleet(tmp: Path, count: int = 2, channel: str = CHANNEL, envs: list[dict[str, str]] | None = None):
-    """``count`` serving Tritons in explicit mode, each on its own (empty) repository folder and ``envs[i]``."""
+    """``count`` serving Tritons in explicit mode, each on its own (empty) repository folder and ``envs[i]``.
+
+    They run as the local stack's serving Tritons do (``SERVING_ARGS``: no auto-complete, p99 summaries)."""
     servers: list[LocalTriton] = []
     try:
         for i in range(count):
             repo = tmp / f"serve-{i + 1}" / "models"
             repo.mkdir(parents=True)
             triton = LocalTriton(repo, work_dir=tmp / f"serve-{i + 1}" / "server", ready_timeout=120,
-                                 env=(envs or [{}] * count)[i])
+                                 env=(envs or [{}] * count)[i], server_args=SERVING_ARGS)
             triton.start()
             servers.append(triton)
-        fleet = Fleet(channel, tuple(Server(f"serve-{i + 1}", t.http_url, str(t.model_repository), t.metrics_url)
-                                     for i, t in enumerate(servers)))
+        fleet = Fleet(channel, tuple(Server(f"serve-{i + 1}", t.http_url, str(t.model_repository), t.metrics_url,
+                                            auto_complete=False) for i, t in enumerate(servers)))
         yield fleet, servers
     finally:
         for t in servers:
@@ -207,6 +210,17 @@ def refuse_where(variable: str) -> Callable[[Path], None]:
             f"            raise RuntimeError('postprocess refuses to load here: {variable} is set')\n", 1))
 
     return tweak
+
+
+def completes_itself(models: Path) -> None:
+    """A tweak: the postprocess defines ``auto_complete_config`` (it sets nothing the config lacks)."""
+    path = models / POSTPROCESS / "1" / "model.py"
+    path.write_text(path.read_text().replace(
+        "    def initialize(self, args):\n",
+        "    @staticmethod\n"
+        "    def auto_complete_config(auto_complete_model_config):\n"
+        "        return auto_complete_model_config\n\n"
+        "    def initialize(self, args):\n", 1))
 
 
 def slow_first_request(seconds: float, *, warmup: bool) -> Callable[[Path], None]:

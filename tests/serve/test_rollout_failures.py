@@ -19,7 +19,17 @@ from model_release.serve.rollout import RolloutOptions, roll_out
 from model_release.serve.status import fleet_status
 from model_release.serve.warmup import WarmupRule
 
-from .support import CHANNEL, NAME, RequestLoop, build_release, local_fleet, refuse_where, slow_first_request, switches
+from .support import (
+    CHANNEL,
+    NAME,
+    RequestLoop,
+    build_release,
+    completes_itself,
+    local_fleet,
+    refuse_where,
+    slow_first_request,
+    switches,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -121,6 +131,31 @@ def test_a_server_that_is_down_stops_its_wave_with_its_name(tmp_path, store):
         roll_out(store, fleet, RolloutOptions(cache_dir=tmp_path / "cache"))
     record = read_records(store, CHANNEL)[-1]
     assert record["outcome"] == "stopped" and record["servers"][0]["outcome"] == "failed"
+
+
+def test_a_release_that_needs_auto_complete_is_refused_before_any_server_without_it_changes(tmp_path, store):
+    first = build_release(tmp_path, store, "lr", "iris-r1")
+    needs = build_release(tmp_path, store, "weak", "iris-r2", tweak=completes_itself)
+    with local_fleet(tmp_path) as (fleet, _servers):  # as `model-release up` runs them: no auto-complete
+        options = RolloutOptions(cache_dir=tmp_path / "cache")
+        roll_out(store, fleet, options, release_id=first.release_id)
+        with pytest.raises(RolloutStopped) as refused:
+            roll_out(store, fleet, options)
+        before = fleet_status(store, fleet, NAME)
+        complete = build_release(tmp_path, store, "weak", "iris-r3")  # the same model, its config whole
+        done = roll_out(store, fleet, options)
+        after = fleet_status(store, fleet, NAME)
+    message = refused.value.message
+    assert message.startswith("roll-out of 'iris-r2' to channel 'production' refused before any server changed: "
+                              "servers ['serve-1', 'serve-2'] run with --disable-auto-complete-config"), message
+    assert 'model "iris_postprocess" defines auto_complete_config' in message and "Declare every input" in message
+    record = read_records(store, CHANNEL)[-2]
+    assert record["release_id"] == needs.release_id and record["outcome"] == "stopped"
+    assert [(s["server"], s["outcome"]) for s in record["servers"]] == [("serve-1", "not reached"), ("serve-2", "not reached")]
+    assert [r["release"] for r in before["servers"]] == [first.release_id] * 2
+    assert not any((tmp_path / f"serve-{i}" / "models" / "iris_postprocess" / "2").exists() for i in (1, 2))
+    assert [s.outcome for s in done.servers] == ["switched", "switched"]
+    assert [r["release"] for r in after["servers"]] == [complete.release_id] * 2
 
 
 def test_two_roll_outs_of_one_channel_never_run_at_once(tmp_path, store):

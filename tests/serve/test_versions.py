@@ -89,6 +89,17 @@ def test_a_fleet_needs_name_url_and_repository_and_no_credentials():
         parse_fleet({"channels": {"p": [{"name": "a", "url": "u", "repository": "/r"}]}}, "staging")
 
 
+def test_a_server_completes_configs_unless_the_fleet_says_auto_complete_false():
+    servers = [{"name": "a", "url": "u", "repository": "/r"},
+               {"name": "b", "url": "u", "repository": "/s", "auto_complete": False},
+               {"name": "c", "url": "u", "repository": "/t", "auto_complete": True}]
+    fleet = parse_fleet({"channels": {"p": servers}}, "p")
+    assert [s.auto_complete for s in fleet.servers] == [True, False, True]
+    assert parse_fleet({"channels": {"p": [s.to_dict() for s in fleet.servers]}}, "p") == fleet  # as write_fleet writes it
+    with pytest.raises(SpecError, match=r"server 'a' has auto_complete 'false'; it must be true \(Triton's default\) or false"):
+        parse_fleet({"channels": {"p": [{"name": "a", "url": "u", "repository": "/r", "auto_complete": "false"}]}}, "p")
+
+
 def bls_manifest(small: str) -> dict:
     """A cascade: the BLS router (entry) calls small and large; only small's file changes between releases."""
     return {

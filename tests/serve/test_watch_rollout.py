@@ -20,6 +20,7 @@ import pytest
 from model_release.errors import ServiceUnavailable
 from model_release.serve.fleet import Fleet, Server, write_fleet
 from model_release.serve.guard import ROLLED_BACK, WatchPlan
+from model_release.serve.local_server import SERVING_ARGS
 from model_release.serve.record import read_records
 from model_release.serve.rollout import RolloutOptions, identify, roll_out
 from model_release.serve.triton_ops import ServingTriton
@@ -68,14 +69,14 @@ def metrics_fleet(tmp, *, break_metrics_of: str | None = None):
             repo = tmp / f"serve-{i + 1}" / "models"
             repo.mkdir(parents=True)
             t = LocalTriton(repo, work_dir=tmp / f"serve-{i + 1}" / "server", ready_timeout=120,
-                            server_args=["--metrics-config=summary_latencies=true"])
+                            server_args=SERVING_ARGS)  # as the local stack's serving Tritons run
             t.start()
             servers.append(t)
         members = []
         for i, t in enumerate(servers):
             name = f"serve-{i + 1}"
             metrics = "http://127.0.0.1:9/metrics" if name == break_metrics_of else t.metrics_url
-            members.append(Server(name, t.http_url, str(t.model_repository), metrics))
+            members.append(Server(name, t.http_url, str(t.model_repository), metrics, auto_complete=False))
         yield Fleet(CHANNEL, tuple(members))
     finally:
         for t in servers:

@@ -154,7 +154,7 @@ def serving_fleet(channel: str) -> Any | None:
     from airflow.sdk import Variable
 
     from ..errors import SpecError
-    from ..serve.fleet import FLEET_ENV, Fleet, Server, load_fleet
+    from ..serve.fleet import FLEET_ENV, Fleet, load_fleet, server_from_doc
 
     ids = Variable.get(f"model_release_fleet_{channel}", default=None)
     if not ids:
@@ -167,5 +167,7 @@ def serving_fleet(channel: str) -> Any | None:
             raise SpecError(f"serving Triton connection {conn_id!r} (in Variable model_release_fleet_{channel}) is missing "
                             "or has no host or no extra.repository; define it like triton_canary, with "
                             'extra {"repository": "<its model repository>", "metrics_url": "http://host:8002/metrics"}')
-        servers.append(Server(conn_id, f"{conn.host}:{conn.port or 8000}", str(extra["repository"]), extra.get("metrics_url")))
+        doc = {"name": conn_id, "url": f"{conn.host}:{conn.port or 8000}", "repository": str(extra["repository"]),
+               "metrics_url": extra.get("metrics_url"), "auto_complete": extra.get("auto_complete", True)}
+        servers.append(server_from_doc(doc, f"serving Triton connection {conn_id!r} (extra)"))
     return Fleet(channel, tuple(servers))

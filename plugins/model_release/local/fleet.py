@@ -12,7 +12,6 @@ the fleet file names them for one channel, so the release DAG's rollout task fin
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from pathlib import Path
 
 from ..errors import ServiceUnavailable
 from ..serve.fleet import Fleet, Server, write_fleet
+from ..serve.local_server import read_info
 from . import procs
 
 #: seconds a server may take to become ready (a local Triton is ready in 2-5 s on an idle machine)
@@ -69,8 +69,7 @@ class LocalFleet(procs.StartedOnEnter):
             if time.monotonic() > deadline:
                 raise ServiceUnavailable(f"serving Triton {name} was not ready within {READY_TIMEOUT:.0f} s; its log is {log}")
             time.sleep(0.2)
-        doc = json.loads(info.read_text())
-        return Server(doc["name"], doc["url"], doc["repository"], doc.get("metrics_url"))
+        return read_info(info)
 
     def stop(self) -> None:
         """Stop every server (SIGTERM to its group, SIGKILL after a while), then anything still marked as ours."""

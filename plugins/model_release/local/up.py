@@ -120,15 +120,15 @@ class Supervisor:
 
     def _wait_fleet(self, fleet: list[Service]) -> None:
         """Wait for each serving Triton's info file, then write the fleet file (channel production)."""
-        from ..serve.fleet import Server, write_fleet
+        from ..serve.fleet import write_fleet
+        from ..serve.local_server import read_info
 
         servers = []
         for service in fleet:
             info = self.layout.root / "serving" / service.name.removeprefix("triton-") / "server.json"
             self._wait(service, lambda info=info: None if info.is_file() else "not ready yet", 180)
-            doc = json.loads(info.read_text())
-            service.url = doc["url"]  # known once the server picked its ports: `model-release status` asks it
-            servers.append(Server(doc["name"], doc["url"], doc["repository"], doc.get("metrics_url")))
+            servers.append(read_info(info))
+            service.url = servers[-1].url  # known once the server picked its ports: `model-release status` asks it
         write_fleet(fleet_file(self.layout), {"production": servers})
         append_fleet_env(self.layout)
         self.say(f"serving fleet ready: {', '.join(f'{s.name} at {s.url}' for s in servers)}")

@@ -123,6 +123,7 @@ def roll_out(store: ModelStore, fleet: Fleet, options: RolloutOptions, *, releas
         vmap = read_versions(store, fleet.channel)
         record = RolloutRecord(fleet.channel, desired, versions, run=options.run,
                                serving=CPU_SHIM_NOTE if release.shimmed else "native backends")
+        _refuse_uncompletable(store, record, fleet, release)
         watch = _wave_context(store, fleet, release, vmap, record, lock, options) if watchable(fleet, options.watch) else None
         old_id: str | None = None
         for wave_no, wave in enumerate(fleet.waves(), 1):
@@ -150,6 +151,30 @@ def roll_out(store: ModelStore, fleet: Fleet, options: RolloutOptions, *, releas
         lock.release()
         if record is not None:  # the page shows the roll-out as it ended (a view: never fails the roll-out)
             refresh_channel_page(store, fleet.channel)
+
+
+def _refuse_uncompletable(store: ModelStore, record: RolloutRecord, fleet: Fleet, release: ReleaseFiles) -> None:
+    """Stop before any server changes when some server completes no config and the release needs it to.
+
+    A server started with ``--disable-auto-complete-config`` (``auto_complete: false`` in the fleet)
+    loads a python model with its config.pbtxt as written: what ``auto_complete_config`` would set
+    is never asked for, so the release would be served otherwise than the canary judged it.
+    """
+    from ..triton.shim import auto_complete_needed
+
+    strict = [s.name for s in fleet.servers if not s.auto_complete]
+    why = auto_complete_needed(release.models_dir) if strict else None
+    if why is None:
+        return
+    record.reason = (f"servers {strict} run with --disable-auto-complete-config (auto_complete false in the fleet) and "
+                     f"release {release.release_id!r} needs Triton to complete a model configuration: {why}")
+    _not_reached(record, fleet)
+    record.outcome, record.finished_at = "stopped", _now()
+    save_record(store, record)
+    raise RolloutStopped(f"roll-out of {release.release_id!r} to channel {fleet.channel!r} refused before any server "
+                         f"changed: {record.reason}. Declare every input and output in that model's config.pbtxt and "
+                         "drop auto_complete_config (the canary then judges the model as it will be served), or serve "
+                         "the channel from Tritons that complete configs (auto_complete true, Triton's default)")
 
 
 def _wave_context(store: ModelStore, fleet: Fleet, release: ReleaseFiles, vmap: VersionMap, record: RolloutRecord,

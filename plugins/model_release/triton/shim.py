@@ -111,7 +111,7 @@ def prepare_canary_repository(source: Path, destination: Path) -> CanaryReposito
 
 
 def auto_complete_needed(repository: Path) -> str | None:
-    """Why the canary Triton serving ``repository`` must complete model configurations, or None.
+    """Why a Triton serving ``repository`` must complete model configurations, or None.
 
     Triton's auto-complete costs a python stub per python model load (the python backend starts one
     to call the model's ``auto_complete_config``, whether it defines it or not; about a second on the
@@ -119,7 +119,8 @@ def auto_complete_needed(repository: Path) -> str | None:
     ``auto_complete_config`` and every model declares its inputs and outputs, which is what a
     shimmed repository of the assembled templates is; then the server can run with
     ``--disable-auto-complete-config``. Anything else (a model that completes itself, a config
-    without tensors, a file that does not parse) keeps it on.
+    without tensors, a file that does not parse) keeps it on. The canary chooses its server's flag
+    by it; the roll-out refuses, by it, a release for servers that run without auto-complete.
     """
     import ast
 
