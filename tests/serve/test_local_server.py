@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -11,6 +12,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
+from model_release.serve.local_server import read_info
 
 pytestmark = pytest.mark.integration
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -29,6 +32,10 @@ def test_a_serving_triton_writes_its_info_serves_metrics_and_stops_on_sigterm(tm
         doc = json.loads(info.read_text())
         assert doc["name"] == "serve-1" and doc["url"].startswith("127.0.0.1:")
         assert doc["repository"] == str((tmp_path / "serve-1" / "models").resolve())
+        # it runs without auto-complete and says so, as the roll-out reads it from the fleet file
+        assert doc["auto_complete"] is False and read_info(info).auto_complete is False
+        options = (tmp_path / "serve-1" / "server" / "tritonserver.log").read_text()
+        assert re.search(r"^\| strict_model_config +\| 1 ", options, re.M), options[-3000:]
         with urllib.request.urlopen(doc["metrics_url"], timeout=10) as resp:
             assert resp.status == 200 and b"nv_" in resp.read()
         with urllib.request.urlopen(f"http://{doc['url']}/v2/health/ready", timeout=10) as resp:

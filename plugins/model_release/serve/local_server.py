@@ -51,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
                          server_args=SERVING_ARGS)
     triton.start()
     try:
-        server = Server(args.name, triton.http_url, str(triton.model_repository), triton.metrics_url, auto_complete=False)
+        server = Server(args.name, triton.http_url, str(triton.model_repository), triton.metrics_url,
+                        auto_complete="--disable-auto-complete-config" not in SERVING_ARGS)
         tmp = args.info.with_suffix(".tmp")
         tmp.write_text(json.dumps({**server.to_dict(), "pid": triton.pid}))
         os.replace(tmp, args.info)
