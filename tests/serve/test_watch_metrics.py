@@ -20,6 +20,7 @@ import pytest
 
 from model_release.errors import ServiceUnavailable
 from model_release.local.ports import free_port
+from model_release.serve.local_server import SERVING_ARGS
 from model_release.serve.watch import (
     FAIL, Clock, HttpProbe, MetricsReader, Release, WatchedServer, WatchLimit, WatchSpec, watch_wave,
 )
@@ -92,7 +93,7 @@ def _infer(triton: LocalTriton, model: str, version: int, value: float) -> int:
 def triton(tmp_path_factory):
     root = tmp_path_factory.mktemp("watch")
     with LocalTriton(_repository(root / "repository"), work_dir=root / "server",
-                     server_args=["--metrics-config=summary_latencies=true"]) as server:
+                     server_args=SERVING_ARGS) as server:  # as the local stack's serving Tritons run
         client = server.client()
         client.load_model("flaky")
         client.load_model("slow")
