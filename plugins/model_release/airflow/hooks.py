@@ -10,7 +10,7 @@
   what it declares in the extra (object-store repository, GPU or CPU, TensorRT version, compute
   capability); without the connection the canary starts an embedded local Triton.
 - :func:`serving_fleet`: the serving Tritons of a channel, as connections of the same shape
-  (host, port; extra ``repository`` and ``metrics_url``) named by the Variable
+  (host, port; extra ``repository``, ``metrics_url`` and ``auto_complete``) named by the Variable
   ``model_release_fleet_<channel>`` (comma-separated connection ids), or the fleet file
   ``$MODEL_RELEASE_FLEET`` the local stack writes; None when neither declares one.
 """

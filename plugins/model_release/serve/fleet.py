@@ -13,7 +13,7 @@ repository (a local folder the roll-out writes; the server was started on it in 
 whose models need Triton to complete their configuration (the local stack's servers run so: a
 python model loads in about 0.25 s instead of 1.5-2 s).
 In Airflow the same servers are connections shaped like ``triton_canary`` (host, port, extra
-``{"repository": ..., "metrics_url": ...}``) and the fleet list per channel names them. No
+``{"repository": ..., "metrics_url": ..., "auto_complete": ...}``) and the fleet list per channel names them. No
 credential belongs in a fleet file or a spec.
 """
 
@@ -56,7 +56,12 @@ class Fleet:
         return [self.servers[:1], self.servers[1:]] if len(self.servers) > 1 else [self.servers]
 
 
-def _server(doc: Any, where: str) -> Server:
+def server_from_doc(doc: Any, where: str) -> Server:
+    """One server from its fleet-file entry (what :meth:`Server.to_dict` wrote).
+
+    Raises:
+        SpecError: the entry lacks a key, has an unknown one, or an auto_complete that is not a boolean.
+    """
     if not isinstance(doc, dict) or not {"name", "url", "repository"} <= set(doc):
         raise SpecError(f"{where}: a server needs name, url and repository (got {doc!r}); "
                         'for example {"name": "serve-1", "url": "127.0.0.1:8000", "repository": "/srv/models"}')
@@ -71,15 +76,6 @@ def _server(doc: Any, where: str) -> Server:
     return Server(str(doc["name"]), str(doc["url"]), str(doc["repository"]), doc.get("metrics_url"), completes)
 
 
-def server_from_doc(doc: Any, where: str) -> Server:
-    """One server from its fleet-file entry (what :meth:`Server.to_dict` wrote).
-
-    Raises:
-        SpecError: the entry lacks a key, has an unknown one, or an auto_complete that is not a boolean.
-    """
-    return _server(doc, where)
-
-
 def parse_fleet(doc: Any, channel: str, *, where: str = "fleet") -> Fleet:
     """The fleet of ``channel`` from a fleet document.
 
@@ -92,7 +88,7 @@ def parse_fleet(doc: Any, channel: str, *, where: str = "fleet") -> Fleet:
     servers = channels.get(channel)
     if not servers:
         raise SpecError(f"{where} has no server for channel {channel!r}; it has channels {sorted(channels)}")
-    fleet = Fleet(channel, tuple(_server(s, f"{where} channel {channel!r}") for s in servers))
+    fleet = Fleet(channel, tuple(server_from_doc(s, f"{where} channel {channel!r}") for s in servers))
     names = [s.name for s in fleet.servers]
     if len(set(names)) != len(names):
         raise SpecError(f"{where} channel {channel!r} names a server twice ({names}); server names must be unique")

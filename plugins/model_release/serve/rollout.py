@@ -168,9 +168,7 @@ def _refuse_uncompletable(store: ModelStore, record: RolloutRecord, fleet: Fleet
         return
     record.reason = (f"servers {strict} run with --disable-auto-complete-config (auto_complete false in the fleet) and "
                      f"release {release.release_id!r} needs Triton to complete a model configuration: {why}")
-    _not_reached(record, fleet)
-    record.outcome, record.finished_at = "stopped", _now()
-    save_record(store, record)
+    _end_stopped(store, record, fleet)
     raise RolloutStopped(f"roll-out of {release.release_id!r} to channel {fleet.channel!r} refused before any server "
                          f"changed: {record.reason}. Declare every input and output in that model's config.pbtxt and "
                          "drop auto_complete_config (the canary then judges the model as it will be served), or serve "
@@ -226,6 +224,13 @@ def _not_reached(record: RolloutRecord, fleet: Fleet) -> None:
         record.servers += [ServerRecord(s.name, wave_no, outcome="not reached") for s in wave if s.name not in reached]
 
 
+def _end_stopped(store: ModelStore, record: RolloutRecord, fleet: Fleet) -> None:
+    """Save the record as stopped, with every server it did not reach so marked."""
+    _not_reached(record, fleet)
+    record.outcome, record.finished_at = "stopped", _now()
+    save_record(store, record)
+
+
 def _now() -> str:
     from ..store.documents import utcnow
 
@@ -235,9 +240,7 @@ def _now() -> str:
 def _stopped(store: ModelStore, record: RolloutRecord, fleet: Fleet, exc: RolloutStopped) -> RolloutStopped:
     failed = record.servers[-1]
     failed.outcome, failed.error = "failed", exc.message
-    _not_reached(record, fleet)
-    record.outcome, record.finished_at = "stopped", _now()
-    save_record(store, record)
+    _end_stopped(store, record, fleet)
     new = [s.server for s in record.servers if s.after == record.release_id]
     old = [s.server for s in record.servers if s.after != record.release_id]
     return exc.restated(f"roll-out of {record.release_id!r} to channel {record.channel!r} stopped: {exc.message}. "
