@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from model_release.triton.shim import auto_complete_needed, prepare_canary_repository
-from model_release.triton.local import DEFAULT_RUNTIME_VENV, LocalTriton
+from model_release.triton.local import DEFAULT_RUNTIME_VENV, NO_AUTO_COMPLETE, LocalTriton
 
 from .support import train_iris, write_leaf, write_pipeline
 
@@ -43,6 +43,6 @@ def served(tmp_path_factory: pytest.TempPathFactory, iris_repository: Path) -> I
         pytest.fail(f"the runtime venv {DEFAULT_RUNTIME_VENV} is missing: run `bash infra/local/setup.sh`")
     work = tmp_path_factory.mktemp("served")
     copy = prepare_canary_repository(iris_repository, work / "repository")
-    args = [] if auto_complete_needed(copy.path) else ["--disable-auto-complete-config"]
+    args = [] if auto_complete_needed(copy.path) else [NO_AUTO_COMPLETE]
     with LocalTriton(copy.path, work_dir=work / "server", ready_timeout=60, server_args=args) as triton:
         yield triton

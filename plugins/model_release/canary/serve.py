@@ -121,7 +121,7 @@ def _triton(spec: ReleaseSpec, assembled: AssembleResult, folder: Path, endpoint
             "repository": "the endpoint's own model repository",
         }, lambda: None
         return
-    from ..triton.local import LocalTriton
+    from ..triton.local import NO_AUTO_COMPLETE, LocalTriton
 
     copy = prepare_canary_repository(Path(assembled.repository_dir), folder / "repository")
     if champion.kind == SERVED and champion.repository is not None:
@@ -141,7 +141,7 @@ def _triton(spec: ReleaseSpec, assembled: AssembleResult, folder: Path, endpoint
     # the server's own files go to a temporary folder; only its log stays, beside the report. Its
     # python models are compiled first, so loading an ensemble does not load its steps again
     triton = LocalTriton(copy.path, log_path=folder / "tritonserver.log", ready_timeout=spec.canary.ready_timeout_s,
-                         precompile=True, server_args=[] if completes else ["--disable-auto-complete-config"])
+                         precompile=True, server_args=[] if completes else [NO_AUTO_COMPLETE])
     try:
         triton.start()
     except BaseException:

@@ -4,8 +4,9 @@
 
 Starts a :class:`~model_release.triton.local.LocalTriton` in explicit mode on ``DIR`` (its own,
 stable model repository), bound to 127.0.0.1, with the metrics endpoint on and latency summaries
-(``--metrics-config=summary_latencies=true``, which the watch reads) and without auto-complete; writes FILE (name, url,
-repository, metrics_url, auto_complete false) once it is ready; stops the server on SIGTERM/SIGINT.
+(``--metrics-config=summary_latencies=true``, which the watch reads) and without auto-complete;
+writes FILE (name, url, repository, metrics_url, auto_complete false) once it is ready; stops the
+server on SIGTERM/SIGINT.
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ import signal
 import threading
 from pathlib import Path
 
+from ..triton.local import NO_AUTO_COMPLETE
 from .fleet import Server, server_from_doc
 
 #: what a serving Triton of the local fleet runs with besides LocalTriton's own arguments: p99 summaries
 #: (the watch reads them), and no auto-complete (a python model loads in about 0.25 s instead of 1.5-2 s, as
 #: the backend starts no stub to ask the model for its config); the fleet file says so (``auto_complete``)
 #: and the roll-out refuses a release that needs it (:func:`~model_release.serve.rollout.roll_out`)
-SERVING_ARGS = ("--metrics-config=summary_latencies=true", "--disable-auto-complete-config")
+SERVING_ARGS = ("--metrics-config=summary_latencies=true", NO_AUTO_COMPLETE)
 
 
 def read_info(info: Path) -> Server:
@@ -52,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     triton.start()
     try:
         server = Server(args.name, triton.http_url, str(triton.model_repository), triton.metrics_url,
-                        auto_complete="--disable-auto-complete-config" not in SERVING_ARGS)
+                        auto_complete=NO_AUTO_COMPLETE not in SERVING_ARGS)
         tmp = args.info.with_suffix(".tmp")
         tmp.write_text(json.dumps({**server.to_dict(), "pid": triton.pid}))
         os.replace(tmp, args.info)

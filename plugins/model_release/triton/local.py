@@ -113,6 +113,11 @@ def _distinct_ports(count: int) -> list[int]:
     return ports
 
 
+#: Triton's flag that turns auto-complete off: the server loads each config.pbtxt as written
+#: (:func:`~.shim.auto_complete_needed` says when a repository can be served so)
+NO_AUTO_COMPLETE = "--disable-auto-complete-config"
+
+
 class LocalTriton:
     """A tritonserver process bound to 127.0.0.1 on free ports, as a context manager.
 
