@@ -223,6 +223,23 @@ def completes_itself(models: Path) -> None:
         "    def initialize(self, args):\n", 1))
 
 
+def slow_load(seconds: float) -> Callable[[Path], None]:
+    """A tweak: the postprocess's ``initialize`` sleeps ``seconds`` (a model that takes a while to load).
+
+    A test that must act while a roll-out is between copying a release's leaves and switching its
+    entry holds that window open with it, instead of hoping the machine is slower than the load."""
+
+    def tweak(models: Path) -> None:
+        path = models / POSTPROCESS / "1" / "model.py"
+        path.write_text(path.read_text().replace(
+            "    def initialize(self, args):\n",
+            "    def initialize(self, args):\n"
+            "        import time\n"
+            f"        time.sleep({seconds})\n", 1))
+
+    return tweak
+
+
 def slow_first_request(seconds: float, *, warmup: bool) -> Callable[[Path], None]:
     """A tweak: the postprocess's first execute sleeps ``seconds``; with ``warmup``, its config has model_warmup."""
 

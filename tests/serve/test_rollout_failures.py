@@ -28,6 +28,7 @@ from .support import (
     local_fleet,
     refuse_where,
     slow_first_request,
+    slow_load,
     switches,
 )
 
@@ -66,7 +67,9 @@ def test_a_load_refused_on_one_server_stops_there_and_it_keeps_release_1(tmp_pat
 
 def test_sigkilled_mid_wave_then_rerun_converges_without_a_mixed_answer(tmp_path, store):
     first = build_release(tmp_path, store, "lr", "iris-r1")
-    second = build_release(tmp_path, store, "weak", "iris-r2", promote_it=False)
+    # its postprocess loads for 3 s: the kill lands while serve-2 holds the new leaves but still serves
+    # iris-r1, however slowly this test's process is scheduled (without it a 0.3 s load was raced)
+    second = build_release(tmp_path, store, "weak", "iris-r2", promote_it=False, tweak=slow_load(3))
     with local_fleet(tmp_path) as (fleet, _servers):
         fleet_file = tmp_path / "fleet.json"
         write_fleet(fleet_file, {CHANNEL: list(fleet.servers)})
