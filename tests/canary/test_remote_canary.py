@@ -8,6 +8,7 @@ another host would. It shares no folder with the test.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -16,10 +17,10 @@ from model_release.canary import run_canary as canary_stage
 from model_release.canary.champion import CHAMPION_SUFFIX, SERVED, Champion, rename_repository
 from model_release.canary.judge.compare import Interface
 from model_release.canary.judge.contract import contract_of
-from model_release.triton.delivery import RemoteCanary, check_plans, staged_closure
-from model_release.errors import GpuUnavailable
+from model_release.triton.delivery import Delivery, RemoteCanary, check_plans, staged_closure
+from model_release.errors import GpuUnavailable, InfraError, SpecError
 from model_release.local.moto_process import _MOTO_KEY_ID, _MOTO_SECRET, MotoServer, ensure_bucket
-from model_release.triton.local import LocalTriton
+from model_release.triton.local import NO_AUTO_COMPLETE, LocalTriton
 from model_release.pipeline import run_stage
 from model_release.store import open_store
 
@@ -30,18 +31,30 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def canary_host(tmp_path_factory):
-    """moto (the object store) and a tritonserver whose only model repository is an empty S3 prefix."""
+    """moto (the object store) and a tritonserver whose only model repository is an empty S3 prefix; it
+    runs without auto-complete, as the distributed stack's canary does, and says so (:func:`_canary`)."""
     with MotoServer() as s3:
         ensure_bucket(s3.endpoint_url, "canary")
         s3.client().put_object(Bucket="canary", Key="triton/.keep", Body=b"")  # an empty repository, as deployed
         creds = {"AWS_ACCESS_KEY_ID": _MOTO_KEY_ID, "AWS_SECRET_ACCESS_KEY": _MOTO_SECRET, "AWS_DEFAULT_REGION": "us-east-1"}
         work = tmp_path_factory.mktemp("canary-host")
-        with LocalTriton(f"s3://127.0.0.1:{s3.port}/canary/triton", work_dir=work, env=creds, ready_timeout=60) as triton:
+        with LocalTriton(f"s3://127.0.0.1:{s3.port}/canary/triton", work_dir=work, env=creds, ready_timeout=60,
+                         server_args=[NO_AUTO_COMPLETE]) as triton:
             yield s3, triton
 
 
 def _canary(triton) -> RemoteCanary:
-    return RemoteCanary.from_extra(triton.http_url, {"repository": "s3://canary/triton", "gpu": "false"})
+    return RemoteCanary.from_extra(triton.http_url, {"repository": "s3://canary/triton", "gpu": "false", "auto_complete": False})
+
+
+def _completes_itself(repo: Path, post: str) -> None:
+    """``post``'s model.py gains an ``auto_complete_config`` (that sets nothing its config lacks)."""
+    path = repo / post / "1" / "model.py"
+    path.write_text(path.read_text().replace("class TritonPythonModel:\n", (
+        "class TritonPythonModel:\n"
+        "    @staticmethod\n"
+        "    def auto_complete_config(auto_complete_model_config):\n"
+        "        return auto_complete_model_config\n\n"), 1))
 
 
 def _prefix(s3) -> list[str]:
@@ -128,3 +141,49 @@ def test_a_plan_built_for_another_gpu_is_refused_before_anything_loads(tmp_path)
         check_plans(repo, ["m"], stamp, silent, whose="the candidate")
     with pytest.raises(GpuUnavailable, match="declares no GPU"):
         check_plans(repo, ["m"], stamp, RemoteCanary("canary:8000", gpu=False), whose="the candidate")
+
+
+def test_a_canary_without_auto_complete_refuses_a_release_that_needs_it_before_delivering_anything(
+        tmp_path, iris, iris_repository, canary_host):
+    s3, triton = canary_host
+    onnx_path, golden, reference = iris
+    repo = tmp_path / "repository"
+    shutil.copytree(iris_repository, repo)
+    _completes_itself(repo, "iris_post")
+    release = make_release(tmp_path, repo, onnx_path, golden, reference)
+    with pytest.raises(InfraError) as refused:
+        run_stage(release.workspace, "canary", canary_stage, release.spec, release.intake, release.export,
+                  release.assembled, release.workspace, remote=_canary(triton),
+                  open_store=lambda uri: open_store(uri, s3_client=s3.client()))
+    message = refused.value.message
+    assert f"the candidate cannot be judged on the remote canary at {triton.http_url}: it declares auto_complete false" in message
+    assert "iris_post" in message and "defines auto_complete_config" in message, message
+    assert "Nothing was delivered" in message and "set auto_complete true in the triton_canary connection" in message
+    assert _prefix(s3) == []  # nothing staged
+    index = triton.client().get_model_repository_index()
+    assert all(m.get("state") != "READY" for m in index), index
+
+
+def test_only_a_canary_that_declares_auto_complete_false_refuses_and_each_repository_is_prepared_once(tmp_path, iris_repository):
+    repo = tmp_path / "repository"
+    shutil.copytree(iris_repository, repo)
+    _completes_itself(repo, "iris_post")
+
+    def delivery(**extra) -> Delivery:  # prepare reads no server and no store
+        return Delivery(server=None, canary=RemoteCanary.from_extra("canary:8000", {"gpu": False, **extra}),  # type: ignore[arg-type]
+                        open_store=lambda uri: None, workdir=tmp_path / "work")
+
+    completing = delivery()
+    assert completing.canary.auto_complete is True  # Triton's default, when the extra is silent
+    copy = completing.prepare(repo, "candidate", whose="the candidate")
+    assert copy != repo and (copy / "iris_post" / "1" / "model.py").is_file() and completing.shimmed == [LEAF]
+    assert completing.prepare(repo, "candidate", whose="the candidate") == copy and completing.shimmed == [LEAF]
+    strict = delivery(auto_complete=False)
+    with pytest.raises(InfraError, match=r"^canary: the champion iris-0 cannot be judged on the remote canary at "
+                                         r"canary:8000: it declares auto_complete false .*iris_post"):
+        strict.prepare(repo, "champion", whose="the champion iris-0")
+    assert strict.prepare(iris_repository, "candidate", whose="the candidate").is_dir()  # a whole config passes
+    for bad in ("false", 0, None):
+        with pytest.raises(SpecError, match=rf"remote canary at canary:8000: connection extra auto_complete is {bad!r}; "
+                                            r"it must be true .* or false"):
+            RemoteCanary.from_extra("canary:8000", {"auto_complete": bad})

@@ -134,7 +134,9 @@ class TritonCanaryHook(BaseHook):
         The connection's host and port are Triton's HTTP endpoint; its extra says what the server
         declares: ``repository`` (its object-store model repository, ``s3://BUCKET/PREFIX``),
         ``gpu`` (false for a CPU Triton with the python backend only), ``tensorrt`` and
-        ``compute_capability`` (what TensorRT plans must have been built for).
+        ``compute_capability`` (what TensorRT plans must have been built for), ``auto_complete``
+        (false for a server started with ``--disable-auto-complete-config``; a release that needs
+        Triton to complete its configs is then refused before anything is delivered).
         """
         from ..triton.delivery import RemoteCanary
 

@@ -195,7 +195,10 @@ def serve_and_replay(
                     check_plans(champion.repository, champion.load_order, (champion.manifest or {}).get("tensorrt"),
                                 delivery.canary, whose=f"the champion {champion.name}")
                 delivery.clear()
-                loaded = delivery.load(delivery.prepare(Path(assembled.repository_dir), "candidate"), order)
+                candidate_copy = delivery.prepare(Path(assembled.repository_dir), "candidate", whose="the candidate")
+                if champion.kind == SERVED and champion.repository is not None:  # refused before anything loads, too
+                    delivery.prepare(champion.repository, "champion", whose=f"the champion {champion.name}")
+                loaded = delivery.load(candidate_copy, order)
             else:
                 loaded = server.load(order)
             report.load = {"order": loaded.order, "versions": loaded.versions, "seconds": loaded.seconds}
@@ -293,7 +296,8 @@ def _replay_champion(
     assert champion.repository is not None
     try:
         if delivery is not None:
-            loaded = delivery.load(delivery.prepare(champion.repository, "champion"), champion.load_order)
+            copy = delivery.prepare(champion.repository, "champion", whose=f"the champion {champion.name}")
+            loaded = delivery.load(copy, champion.load_order)
         else:
             loaded = server.load(champion.load_order) if endpoint is None else server.push(champion.repository, champion.load_order)
     except CanaryRejected as exc:  # not the candidate's fault, but nothing unjudged ships

@@ -258,10 +258,12 @@ class DistributedStack(StartedOnEnter):
         self._wait("mlflow", lambda: urllib.request.urlopen(self.tracking_uri + "/health", timeout=2).status == 200, 240)
 
     def _triton(self) -> None:
-        from ..triton.local import LocalTriton
+        from ..triton.local import NO_AUTO_COMPLETE, LocalTriton
 
+        # as the local stack's serving Tritons: configs loaded as written (no python stub per python model
+        # load asking for a completion); the connection declares it (auto_complete false, airflow_env)
         self.triton = LocalTriton(f"s3://127.0.0.1:{self.moto.port}/{BUCKET}/canary", work_dir=self.root / "triton-host",
-                                  env=self._aws_env(), ready_timeout=120)
+                                  env=self._aws_env(), ready_timeout=120, server_args=[NO_AUTO_COMPLETE])
         self.triton.start()
 
     # -- Airflow ------------------------------------------------------------------------------
@@ -276,7 +278,7 @@ class DistributedStack(StartedOnEnter):
         aws = {"conn_type": "aws", "login": _MOTO_KEY_ID, "password": _MOTO_SECRET,
                "extra": {"endpoint_url": self.moto.endpoint_url if self.moto else "", "region_name": "us-east-1"}}
         canary = {"conn_type": "http", "host": "127.0.0.1", "port": self.triton.http_port if self.triton else 0,
-                  "extra": {"repository": f"s3://{BUCKET}/canary", "gpu": False}}
+                  "extra": {"repository": f"s3://{BUCKET}/canary", "gpu": False, "auto_complete": False}}
         # the tasks read the connections from their worker's environment; the canary's only once it has a port
         conns = {"AIRFLOW_CONN_TRITON_CANARY": json.dumps(canary)} if canary["port"] else {}
         # nothing inherited that names another stack: mlflow.set_tracking_uri/set_registry_uri export

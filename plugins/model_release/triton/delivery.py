@@ -21,7 +21,10 @@ at a time uses a canary: the Airflow pool ``triton_canary``). The repository hol
 :data:`KEEP` between releases (Triton will not start on a prefix with no object in it).
 
 On a CPU Triton (``gpu: false``: the python backend only) the shimmed copy of each repository is
-delivered (:mod:`.shim`), and the report says so. A TensorRT plan is refused *before* anything is
+delivered (:mod:`.shim`), and the report says so. A canary that declares ``auto_complete: false``
+(started with ``--disable-auto-complete-config``) is given no repository that needs Triton to complete
+its configs (:func:`~.shim.auto_complete_needed`): it would load it as written, which is not the model
+the release describes, so such a release is refused before anything is delivered. A TensorRT plan is refused *before* anything is
 loaded when its build stamp (TensorRT version, GPU compute capability, recorded by the TensorRT
 stage in the manifest) differs from what the canary declares: a plan runs only on the TensorRT
 version and GPU architecture it was built for.
@@ -35,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import GpuUnavailable, ServiceUnavailable
+from ..errors import GpuUnavailable, InfraError, ServiceUnavailable, SpecError
 from .server import LoadedModels, TritonServer
 
 log = logging.getLogger(__name__)
@@ -59,6 +62,8 @@ class RemoteCanary:
             backend only, so ONNX leaves are delivered through the onnxruntime shim.
         tensorrt: the TensorRT version its backend runs (``10.3.0``), for plans.
         compute_capability: its GPU's compute capability (``8.9``), for plans.
+        auto_complete: whether it completes model configs (Triton's default); False for a server
+            started with ``--disable-auto-complete-config``, as a serving fleet's may be.
     """
 
     url: str
@@ -66,16 +71,28 @@ class RemoteCanary:
     gpu: bool = True
     tensorrt: str | None = None
     compute_capability: str | None = None
+    auto_complete: bool = True
 
     @classmethod
     def from_extra(cls, url: str, extra: dict[str, Any]) -> "RemoteCanary":
-        """Build from a connection's extra (``repository``, ``gpu``, ``tensorrt``, ``compute_capability``)."""
+        """Build from a connection's extra (``repository``, ``gpu``, ``tensorrt``, ``compute_capability``,
+        ``auto_complete``).
+
+        Raises:
+            SpecError: ``auto_complete`` is not a boolean (the rule of a serving fleet's entry).
+        """
         gpu = extra.get("gpu", True)
         if isinstance(gpu, str):
             gpu = gpu.strip().lower() not in ("false", "0", "no")
+        completes = extra.get("auto_complete", True)
+        if not isinstance(completes, bool):
+            raise SpecError(f"the remote canary at {url}: connection extra auto_complete is {completes!r}; it must be "
+                            "true (Triton's default) or false (the server runs with --disable-auto-complete-config), "
+                            "as a JSON boolean, not a string")
         return cls(url=url, repository=extra.get("repository") or None, gpu=bool(gpu),
                    tensorrt=str(extra["tensorrt"]) if extra.get("tensorrt") else None,
-                   compute_capability=str(extra["compute_capability"]) if extra.get("compute_capability") else None)
+                   compute_capability=str(extra["compute_capability"]) if extra.get("compute_capability") else None,
+                   auto_complete=completes)
 
     def describe(self) -> str:
         kind = "GPU, backends as deployed" if self.gpu else "CPU, python-backend onnxruntime shim"
@@ -166,6 +183,7 @@ class Delivery:
     loaded: list[str] = field(default_factory=list)
     staged: list[str] = field(default_factory=list)
     _backend: Any = None
+    _prepared: dict[str, Path] = field(default_factory=dict)
 
     def _repository_backend(self) -> Any:
         if self._backend is None:
@@ -188,15 +206,37 @@ class Delivery:
             log.warning("canary: removed %d object(s) an earlier canary left in %s", len(keys), self.canary.repository)
         return len(keys)
 
-    def prepare(self, repository: Path, name: str) -> Path:
-        """The repository to deliver: a shimmed copy on a CPU canary, else ``repository`` itself."""
-        if self.canary.gpu:
-            return Path(repository)
-        from .shim import prepare_canary_repository
+    def prepare(self, repository: Path, name: str, *, whose: str) -> Path:
+        """The repository to deliver: a shimmed copy on a CPU canary, else ``repository`` itself.
 
-        copy = prepare_canary_repository(Path(repository), self.workdir / name)
-        self.shimmed += copy.shimmed
-        return copy.path
+        Prepared once per ``name``; the same path again after that.
+
+        Raises:
+            InfraError: the canary does not complete configs (``auto_complete: false``) and this
+                repository needs it (``whose`` names it in the message); nothing was delivered.
+        """
+        if name in self._prepared:
+            return self._prepared[name]
+        path = Path(repository)
+        if not self.canary.gpu:
+            from .shim import prepare_canary_repository
+
+            copy = prepare_canary_repository(path, self.workdir / name)
+            self.shimmed += copy.shimmed
+            path = copy.path
+        if not self.canary.auto_complete:
+            from .shim import auto_complete_needed
+
+            why = auto_complete_needed(path)
+            if why is not None:
+                raise InfraError(
+                    f"{whose} cannot be judged on the remote canary at {self.canary.url}: it declares auto_complete "
+                    f"false (the server runs with --disable-auto-complete-config, so it would load the configs as "
+                    f"written) and {why}, which needs Triton to complete it. Nothing was delivered. Declare every "
+                    "input and output in config.pbtxt and drop auto_complete_config, or set auto_complete true in the "
+                    "triton_canary connection's extra for a canary Triton started without that flag", stage="canary")
+        self._prepared[name] = path
+        return path
 
     def load(self, repository: Path, order: list[str]) -> LoadedModels:
         """Deliver ``order`` from ``repository`` (staged or pushed, see the module) and load it in order.

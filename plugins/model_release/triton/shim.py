@@ -120,7 +120,8 @@ def auto_complete_needed(repository: Path) -> str | None:
     shimmed repository of the assembled templates is; then the server can run with
     ``--disable-auto-complete-config``. Anything else (a model that completes itself, a config
     without tensors, a file that does not parse) keeps it on. The canary chooses its server's flag
-    by it; the roll-out refuses, by it, a release for servers that run without auto-complete.
+    by it; the roll-out refuses, by it, a release for servers that run without auto-complete, and a
+    remote canary that declares ``auto_complete: false`` refuses a repository by it.
     """
     import ast
 
