@@ -196,31 +196,31 @@ def switches(traffic: Traffic, server: str) -> list[str]:
 
 
 POSTPROCESS = "iris_postprocess"
+INITIALIZE = "    def initialize(self, args):\n"
+
+
+def edit_postprocess(models: Path, anchor: str, replacement: str) -> None:
+    """Replace the first ``anchor`` line of the postprocess's model.py; refuse a template without it,
+    so a tweak can never silently change nothing."""
+    path = models / POSTPROCESS / "1" / "model.py"
+    text = path.read_text()
+    assert anchor in text, f"{path} has no line {anchor!r} to tweak"
+    path.write_text(text.replace(anchor, replacement, 1))
 
 
 def refuse_where(variable: str) -> Callable[[Path], None]:
     """A tweak: the postprocess refuses to load on a server whose environment sets ``variable``."""
-
-    def tweak(models: Path) -> None:
-        path = models / POSTPROCESS / "1" / "model.py"
-        path.write_text(path.read_text().replace(
-            "    def initialize(self, args):\n",
-            "    def initialize(self, args):\n"
-            f"        if os.environ.get({variable!r}):\n"
-            f"            raise RuntimeError('postprocess refuses to load here: {variable} is set')\n", 1))
-
-    return tweak
+    return lambda models: edit_postprocess(models, INITIALIZE, INITIALIZE + (
+        f"        if os.environ.get({variable!r}):\n"
+        f"            raise RuntimeError('postprocess refuses to load here: {variable} is set')\n"))
 
 
 def completes_itself(models: Path) -> None:
     """A tweak: the postprocess defines ``auto_complete_config`` (it sets nothing the config lacks)."""
-    path = models / POSTPROCESS / "1" / "model.py"
-    path.write_text(path.read_text().replace(
-        "    def initialize(self, args):\n",
+    edit_postprocess(models, INITIALIZE, (
         "    @staticmethod\n"
         "    def auto_complete_config(auto_complete_model_config):\n"
-        "        return auto_complete_model_config\n\n"
-        "    def initialize(self, args):\n", 1))
+        "        return auto_complete_model_config\n\n") + INITIALIZE)
 
 
 def slow_load(seconds: float) -> Callable[[Path], None]:
@@ -228,16 +228,7 @@ def slow_load(seconds: float) -> Callable[[Path], None]:
 
     A test that must act while a roll-out is between copying a release's leaves and switching its
     entry holds that window open with it, instead of hoping the machine is slower than the load."""
-
-    def tweak(models: Path) -> None:
-        path = models / POSTPROCESS / "1" / "model.py"
-        path.write_text(path.read_text().replace(
-            "    def initialize(self, args):\n",
-            "    def initialize(self, args):\n"
-            "        import time\n"
-            f"        time.sleep({seconds})\n", 1))
-
-    return tweak
+    return lambda models: edit_postprocess(models, INITIALIZE, INITIALIZE + f"        import time\n        time.sleep({seconds})\n")
 
 
 def slow_first_request(seconds: float, *, warmup: bool) -> Callable[[Path], None]:
@@ -246,14 +237,12 @@ def slow_first_request(seconds: float, *, warmup: bool) -> Callable[[Path], None
     def tweak(models: Path) -> None:
         from model_release.repository.config import read_config, write_config
 
-        path = models / POSTPROCESS / "1" / "model.py"
-        text = path.read_text().replace("    def execute(self, requests):\n", (
-            "    def execute(self, requests):\n"
+        execute = "    def execute(self, requests):\n"
+        edit_postprocess(models, execute, execute + (
             "        if not getattr(self, '_warm', False):\n"
             "            import time\n"
             f"            time.sleep({seconds})\n"
-            "            self._warm = True\n"), 1)
-        path.write_text(text)
+            "            self._warm = True\n"))
         if warmup:
             config = read_config(models / POSTPROCESS / "config.pbtxt")
             sample = config.model_warmup.add(name="zeros", batch_size=1)

@@ -31,7 +31,7 @@ from model_release.store.keys import page_key
 from model_release.triton.local import LocalTriton
 
 from ..repository.support import INPUT
-from .support import CHANNEL, NAME, POSTPROCESS, RequestLoop, build_release
+from .support import CHANNEL, NAME, RequestLoop, build_release, edit_postprocess
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -51,14 +51,12 @@ def short_watch(**over) -> WatchSpec:
 
 def errors_on_saturated(models) -> None:
     """A tweak: the postprocess answers an error response when a probability reaches 0.99 (golden rows stay below)."""
-    path = models / POSTPROCESS / "1" / "model.py"
-    path.write_text(path.read_text().replace(
-        "            # best first;",
+    anchor = "            # best first;"
+    edit_postprocess(models, anchor, (
         "            if probabilities.max() >= 0.99:\n"
         "                responses.append(pb_utils.InferenceResponse(output_tensors=[], error=pb_utils.TritonError(\n"
         "                    'postprocess: probability out of the range it handles')))\n"
-        "                continue\n"
-        "            # best first;", 1))
+        "                continue\n") + anchor)
 
 
 @contextlib.contextmanager
