@@ -21,13 +21,13 @@ at a time uses a canary: the Airflow pool ``triton_canary``). The repository hol
 :data:`KEEP` between releases (Triton will not start on a prefix with no object in it).
 
 On a CPU Triton (``gpu: false``: the python backend only) the shimmed copy of each repository is
-delivered (:mod:`.shim`), and the report says so. A canary that declares ``auto_complete: false``
-(started with ``--disable-auto-complete-config``) is given no repository that needs Triton to complete
-its configs (:func:`~.shim.auto_complete_needed`): it would load it as written, which is not the model
-the release describes, so such a release is refused before anything is delivered. A TensorRT plan is refused *before* anything is
+delivered (:mod:`.shim`), and the report says so. A TensorRT plan is refused *before* anything is
 loaded when its build stamp (TensorRT version, GPU compute capability, recorded by the TensorRT
 stage in the manifest) differs from what the canary declares: a plan runs only on the TensorRT
-version and GPU architecture it was built for.
+version and GPU architecture it was built for. Likewise a canary that declares ``auto_complete:
+false`` (started with ``--disable-auto-complete-config``) is given no repository that needs Triton
+to complete its configs (:func:`~.shim.auto_complete_needed`): it would load the configs as
+written, which is not the model the release describes.
 """
 
 from __future__ import annotations
