@@ -69,10 +69,9 @@ def server_from_doc(doc: Any, where: str) -> Server:
     if unknown:
         raise SpecError(f"{where}: unknown server keys {sorted(unknown)}; valid: name, url, repository, metrics_url, "
                         "auto_complete (credentials never go in a fleet file)")
-    completes = doc.get("auto_complete", True)
-    if not isinstance(completes, bool):
-        raise SpecError(f"{where}: server {doc['name']!r} has auto_complete {completes!r}; it must be true (Triton's "
-                        "default) or false (the server runs with --disable-auto-complete-config)")
+    from ..triton.local import declared_auto_complete  # here: the fleet's readers need no Triton launcher
+
+    completes = declared_auto_complete(doc.get("auto_complete", True), f"{where}: server {doc['name']!r} has auto_complete")
     return Server(str(doc["name"]), str(doc["url"]), str(doc["repository"]), doc.get("metrics_url"), completes)
 
 

@@ -38,7 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import GpuUnavailable, InfraError, ServiceUnavailable, SpecError
+from ..errors import GpuUnavailable, InfraError, ServiceUnavailable
+from .local import declared_auto_complete
 from .server import LoadedModels, TritonServer
 
 log = logging.getLogger(__name__)
@@ -84,11 +85,8 @@ class RemoteCanary:
         gpu = extra.get("gpu", True)
         if isinstance(gpu, str):
             gpu = gpu.strip().lower() not in ("false", "0", "no")
-        completes = extra.get("auto_complete", True)
-        if not isinstance(completes, bool):
-            raise SpecError(f"the remote canary at {url}: connection extra auto_complete is {completes!r}; it must be "
-                            "true (Triton's default) or false (the server runs with --disable-auto-complete-config), "
-                            "as a JSON boolean, not a string")
+        completes = declared_auto_complete(extra.get("auto_complete", True),
+                                           f"the remote canary at {url}: connection extra auto_complete is")
         return cls(url=url, repository=extra.get("repository") or None, gpu=bool(gpu),
                    tensorrt=str(extra["tensorrt"]) if extra.get("tensorrt") else None,
                    compute_capability=str(extra["compute_capability"]) if extra.get("compute_capability") else None,

@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import ServiceUnavailable
+from ..errors import ServiceUnavailable, SpecError
 from ..workspace import link_or_copy
 from ..local.ports import free_port as _free_port
 
@@ -116,6 +116,20 @@ def _distinct_ports(count: int) -> list[int]:
 #: Triton's flag that turns auto-complete off: the server loads each config.pbtxt as written
 #: (:func:`~.shim.auto_complete_needed` says when a repository can be served so)
 NO_AUTO_COMPLETE = "--disable-auto-complete-config"
+
+
+def declared_auto_complete(value: Any, subject: str) -> bool:
+    """What a server declares with ``auto_complete`` (a serving fleet's entry, a remote canary's
+    connection): a JSON boolean, which callers default to True (Triton's default) when the key is absent.
+
+    Raises:
+        SpecError: ``value`` is not a boolean; the message starts with ``subject`` (what holds the
+            value, worded to run straight into it: ``"server 'a' has auto_complete"``).
+    """
+    if not isinstance(value, bool):
+        raise SpecError(f"{subject} {value!r}; it must be true (Triton's default) or false (the server runs with "
+                        f"{NO_AUTO_COMPLETE}), as a JSON boolean, not a string")
+    return value
 
 
 class LocalTriton:
