@@ -82,6 +82,32 @@ def test_the_server_and_its_python_stubs_are_gone_after_the_context_exits(tmp_pa
     assert not work_dir.exists()  # its own temporary folder is removed
 
 
+def _stub_pids(pgid: int) -> list[int]:
+    return [pid for pid in _group_members(pgid)
+            if "triton_python_backend_stub" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")]
+
+
+@pytest.mark.parametrize("caller", [None, "3"], ids=["by-default", "as-the-caller-says"])
+def test_a_python_stub_runs_one_blas_thread_unless_the_callers_environment_says_otherwise(tmp_path, iris_repository,
+                                                                                          monkeypatch, caller):
+    """Each python model instance is a process; numpy's OpenBLAS would start a thread per core in every one."""
+    from model_release.triton.shim import prepare_canary_repository
+
+    if caller is None:
+        monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OPENBLAS_NUM_THREADS", caller)
+    copy = prepare_canary_repository(iris_repository, tmp_path / "repository")
+    with LocalTriton(copy.path) as triton:
+        triton.client().load_model("iris_post")  # a python model: its stub imports numpy
+        stubs = _stub_pids(triton.pid)
+        assert stubs, "no python backend stub in the server's process group"
+        for pid in stubs:
+            environ = dict(item.split("=", 1) for item in Path(f"/proc/{pid}/environ").read_bytes().decode(
+                errors="replace").split("\0") if "=" in item)
+            assert environ.get("OPENBLAS_NUM_THREADS") == (caller or "1"), pid
+
+
 def test_a_stop_in_the_background_returns_at_once_and_leaves_nothing_once_joined(tmp_path, iris_repository):
     import time
 

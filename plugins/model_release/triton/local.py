@@ -10,9 +10,9 @@ This module runs it the way /work/shared/ENVIRONMENT.md measured it working::
 What it does, in order: copies ``pytriton/tritonserver`` (binary, python backend, cache) to a work
 folder, adds the python-backend stub built for the runtime venv's Python, puts that Python's LIBDIR
 and ``nvidia_pytriton.libs`` on ``LD_LIBRARY_PATH`` and the venv's ``bin`` first on ``PATH`` (the
-stub finds its interpreter and site-packages through ``python3``), starts the server in its own
-process group, and waits for ``/v2/health/ready`` with a timeout (a wrong stub hangs rather than
-exits). On exit it closes its clients, sends SIGTERM, waits, then SIGKILLs the process group; an
+stub finds its interpreter and site-packages through ``python3``; each stub gets one OpenBLAS
+thread, :data:`STUB_THREADS_ENV`), starts the server in its own process group, and waits for
+``/v2/health/ready`` with a timeout (a wrong stub hangs rather than exits). On exit it closes its clients, sends SIGTERM, waits, then SIGKILLs the process group; an
 ``atexit`` guard does the same if the caller never exits the context. A caller with other work to do
 meanwhile stops it with :meth:`LocalTriton.stop_in_background` and joins the thread it returns.
 """
@@ -116,6 +116,14 @@ def _distinct_ports(count: int) -> list[int]:
 #: Triton's flag that turns auto-complete off: the server loads each config.pbtxt as written
 #: (:func:`~.shim.auto_complete_needed` says when a repository can be served so)
 NO_AUTO_COMPLETE = "--disable-auto-complete-config"
+
+#: What every python model's stub process gets unless the caller's environment sets it: one OpenBLAS
+#: thread. Each instance of a python model is a process of its own, and numpy's OpenBLAS starts a
+#: thread per core in each at import, which waits for work busily while a core is free before it
+#: sleeps, for BLAS calls that pre- and postprocessing steps do not make. On a quiet 2-core machine
+#: a server with 5 python stubs spent 1.45 CPU-s against 2.19 (benchmarks/bench_stub_threads.py).
+#: Triton's ``instance_group`` count is how a python model serves in parallel.
+STUB_THREADS_ENV = {"OPENBLAS_NUM_THREADS": "1"}
 
 
 def declared_auto_complete(value: Any, subject: str) -> bool:
@@ -300,6 +308,8 @@ class LocalTriton:
         env["LD_LIBRARY_PATH"] = os.pathsep.join(libs)
         env["PATH"] = os.pathsep.join([str(self.runtime_venv.resolve() / "bin"), env.get("PATH", "")])
         env["VIRTUAL_ENV"] = str(self.runtime_venv.resolve())
+        for var, value in STUB_THREADS_ENV.items():
+            env.setdefault(var, value)
         env.update(self.extra_env)
         for var in ("PYTHONPATH", "PYTHONHOME"):  # the pipeline's must not leak into the stub
             env.pop(var, None)
