@@ -48,9 +48,12 @@ if [ "$(cat .venv/.model-release-stamp 2>/dev/null)" != "$want" ]; then
     say "installing torch==$TORCH_VERSION (CPU build) with pip"
     .venv/bin/pip install -q "torch==$TORCH_VERSION" || say "torch could not be installed: pytorch export tests will be skipped"
   fi
-  say "compiling .venv's bytecode (about a minute the first time)"
-  compile_bytecode .venv
-  echo "$want" > .venv/.model-release-stamp
+  # compiled in the background while the Triton runtime and Chromium install (downloads and unpacking);
+  # the stamp is written once it is done, below, so an interrupted set-up compiles again next time
+  say "compiling .venv's bytecode in the background (about a minute the first time)"
+  setsid bash -c "$(declare -f compile_bytecode); compile_bytecode .venv" &
+  compiling=$! venv_stamp=$want
+  trap 'kill -- -"$compiling" 2>/dev/null || true' EXIT  # a failure or Ctrl-C below: no compiler left running
 else
   say ".venv is up to date"
 fi
@@ -81,5 +84,10 @@ if [ "${MODEL_RELEASE_NO_CHROMIUM:-0}" != 1 ] && [ ! -x /usr/bin/chromium ]; the
   else
     say "chromium is missing: run 'sudo apt-get install -y chromium' for the page tests"
   fi
+fi
+if [ -n "${compiling:-}" ]; then
+  wait "$compiling"
+  trap - EXIT
+  echo "$venv_stamp" > .venv/.model-release-stamp
 fi
 say "ready: .venv (pipeline) and .venv-triton (local Triton runtime)"
