@@ -53,6 +53,8 @@ class Chromium:
     def __init__(self, *, width: int = 1400, height: int = 900) -> None:
         self.size = (width, height)
         self._dir = Path(tempfile.mkdtemp(prefix="chromium-"))
+        self._tmp = self._dir / "tmp"  # Chromium's own temporary folders, which it leaves behind in $TMPDIR
+        self._tmp.mkdir()
         self._proc: subprocess.Popen[bytes] | None = None
         self._ws: Any = None
         self._stack = contextlib.ExitStack()
@@ -66,6 +68,7 @@ class Chromium:
              "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0", f"--user-data-dir={self._dir}",
              f"--window-size={self.size[0]},{self.size[1]}", *self.extra_flags, "about:blank"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            env={**os.environ, "TMPDIR": str(self._tmp)},  # its singleton socket's folder goes with self._dir on exit
         )
         port_file = self._dir / "DevToolsActivePort"
         deadline = time.monotonic() + 60
