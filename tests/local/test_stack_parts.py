@@ -18,7 +18,9 @@ from pathlib import Path
 import pytest
 
 from model_release.cli import COMMANDS
-from model_release.local import procs
+from model_release.errors import ServiceUnavailable
+from model_release.local import procs, up
+from model_release.local.up import PORT_RETRIES
 from model_release.local.stack_folder import Layout, load_config, stack_env, write_env_file
 
 from .readme import commands, script
@@ -212,6 +214,70 @@ def test_ports_are_kept_across_restarts_unless_taken(tmp_path: Path) -> None:
     assert moved.stack_id == first.stack_id
     assert moved.ports["mlflow"] != first.ports["mlflow"] and moved.ports["s3"] == first.ports["s3"]
     assert len(notes) == 1 and str(first.ports["mlflow"]) in notes[0] and "taken" in notes[0]
+
+
+class _Supervisor:
+    """Starts nothing: each start holds ``taken`` of the config's ports as another process would, then fails as a
+    service that could not bind does, until ``fails`` starts have failed (model_release.local.up._foreground's seam)."""
+
+    starts: list[dict[str, int]] = []
+    holders: list[socket.socket] = []
+    fails, taken = 1, ("airflow",)
+
+    def __init__(self, layout: Layout, config) -> None:  # noqa: ANN001
+        self.config = config
+
+    def start(self) -> None:
+        self.starts.append(dict(self.config.ports))
+        if len(self.starts) <= self.fails:
+            for name in self.taken:
+                holder = socket.socket()
+                holder.bind(("127.0.0.1", self.config.ports[name]))
+                holder.listen()
+                self.holders.append(holder)
+            raise ServiceUnavailable("airflow-api-server exited with code 3 while starting: address already in use")
+
+    def stop(self) -> None:
+        pass
+
+    def save_state(self, *, ready: bool) -> None:
+        assert ready
+
+    def watch(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("fails, taken, code", [(1, ("airflow",), 0), (1, (), ServiceUnavailable.exit_code),
+                                                (PORT_RETRIES + 1, ("airflow",), ServiceUnavailable.exit_code)],
+                         ids=["port-taken-once", "no-port-taken", "port-taken-every-time"])
+def test_up_starts_again_on_new_ports_only_when_a_port_was_taken_while_it_started(tmp_path, monkeypatch, capsys,
+                                                                                   fails, taken, code) -> None:
+    monkeypatch.setattr(signal, "signal", lambda *args: None)  # _foreground's Ctrl-C handler stays out of pytest
+    monkeypatch.setattr(_Supervisor, "starts", [])
+    monkeypatch.setattr(_Supervisor, "holders", [])
+    monkeypatch.setattr(_Supervisor, "fails", fails)
+    monkeypatch.setattr(_Supervisor, "taken", taken)
+    layout = Layout(tmp_path / "stack")
+    try:
+        assert up._foreground(layout, _Supervisor) == code
+    finally:
+        for holder in _Supervisor.holders:
+            holder.close()
+    out, err = capsys.readouterr()
+    starts = _Supervisor.starts
+    if not taken:  # another failure: no second start, the error as before
+        assert len(starts) == 1 and "starting again" not in out and "every service is stopped" in err
+        return
+    assert len(starts) == min(fails, PORT_RETRIES) + 1
+    for before, after in zip(starts, starts[1:]):
+        assert after["airflow"] != before["airflow"] and after["s3"] == before["s3"] and after["mlflow"] == before["mlflow"]
+        assert f"port {before['airflow']} of airflow was taken by another process while the stack started" in out
+        assert f"port {before['airflow']} of airflow is taken by another process; using {after['airflow']} instead" in out
+    if code == 0:
+        assert "[up] ready in" in out and f"127.0.0.1:{starts[-1]['airflow']}" in out
+        assert load_config(layout)[0].ports == starts[-1]
+    else:
+        assert "model-release up: airflow-api-server exited with code 3" in err
 
 
 def test_status_and_down_of_a_stack_that_is_not_running(tmp_path: Path) -> None:

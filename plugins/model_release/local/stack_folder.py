@@ -51,7 +51,8 @@ def default_root() -> Path:
     return Path(os.environ.get("MODEL_RELEASE_STACK") or project_home() / ".work" / "stack").resolve()
 
 
-def _port_free(port: int) -> bool:
+def port_free(port: int) -> bool:
+    """Whether a service of the stack could bind ``port`` on 127.0.0.1 now (as the servers bind, with SO_REUSEADDR)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers bind: a closing socket is no obstacle
         try:
@@ -128,7 +129,7 @@ def load_config(layout: Layout) -> tuple[StackConfig, list[str]]:
     ports = {k: int(v) for k, v in (saved.get("ports") or {}).items() if k in SERVICES}
     notes = []
     for service in SERVICES:
-        if service in ports and _port_free(ports[service]):
+        if service in ports and port_free(ports[service]):
             continue
         new = free_port(HOST)
         if service in ports:

@@ -6,7 +6,9 @@ on 127.0.0.1, waits until each answers and the ``model_release`` DAG is parsed, 
 prints the URLs, and keeps them running until Ctrl-C, SIGTERM or ``model-release down``. With
 ``--detach`` it runs itself in the background and returns once the stack is ready. Its state is in
 one folder (see :mod:`model_release.local.stack_folder`) and survives a restart: MLflow's registry, the
-S3 store's objects and Airflow's run history.
+S3 store's objects and Airflow's run history. A port picked for a service can be taken by another
+process before the service binds it (Airflow's api-server binds about 8 s after it starts); then ``up``
+stops what it started and starts again on new ports, at most :data:`PORT_RETRIES` times.
 
 ``down`` stops the supervisor, which stops the services in reverse order, in two tiers (:func:`stop_tiers`);
 then it looks for any process still marked with the stack's id (a task runner, a canary's Triton) and stops it too, and
@@ -30,7 +32,9 @@ from typing import Any
 
 from ..errors import ModelReleaseError, ServiceUnavailable
 from . import procs, webhook
-from .stack_folder import AIRFLOW_USER, BUCKET, Layout, StackConfig, default_root, load_config, stack_env, write_env_file
+from .stack_folder import (
+    AIRFLOW_USER, BUCKET, Layout, StackConfig, default_root, load_config, port_free, stack_env, write_env_file,
+)
 from ..serve.fleet import FLEET_ENV
 from .http import AirflowApi
 from .services import CANARY_POOL, Service, airflow_ready, ensure_canary_pool, http_ready, init_airflow, services, wait_until
@@ -259,33 +263,54 @@ def _running(layout: Layout) -> dict[str, Any] | None:
     return state if state and procs.alive(state.get("pid")) else None
 
 
-def _foreground(layout: Layout) -> int:
+#: how many times ``up`` starts the stack again when a port it picked was taken by another process
+#: before its service bound it (Airflow's api-server binds about 8 s after it is started)
+PORT_RETRIES = 2
+
+
+def ports_taken(layout: Layout, config: StackConfig) -> list[str]:
+    """The stack's own ports (its services' and the webhook receiver's) that are not free: with the
+    stack's processes stopped, each is held by another process."""
+    receiver = int((layout.read_json(layout.root / "webhook.json") or {}).get("port") or 0)
+    ports = {**config.ports, **({webhook.SERVICE: receiver} if receiver else {})}
+    return [f"port {port} of {name}" for name, port in ports.items() if not port_free(port)]
+
+
+def _foreground(layout: Layout, supervisor_class: type[Supervisor] | None = None) -> int:
     started = time.monotonic()
-    config, notes = load_config(layout)
-    for note in notes:
-        print(f"[up] {note}", flush=True)
-    stray = procs.sweep(config.stack_id)
-    if stray:
-        print(f"[up] stopped {len(stray)} process(es) left by an earlier run of this stack: {stray}", flush=True)
-    write_env_file(layout, config)
-    webhook.add_to_env_file(layout, webhook.wiring(layout))
-    supervisor = Supervisor(layout, config)
+    stopping = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:
-        supervisor.stopping.set()
+        stopping.set()
 
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, on_signal)
-    try:
-        supervisor.start()
-    except Exception as exc:  # whatever failed, nothing that was started may keep running
-        interrupted = supervisor.stopping.is_set()
-        supervisor.stop()
-        if interrupted:
-            print("[up] interrupted; every service is stopped", flush=True)
-            return 130
-        print(f"model-release up: {exc}; every service is stopped", file=sys.stderr, flush=True)
-        return exc.exit_code if isinstance(exc, ModelReleaseError) else ServiceUnavailable.exit_code
+    for attempt in range(PORT_RETRIES + 1):
+        config, notes = load_config(layout)  # a port taken since the last try gets a new one here
+        for note in notes:
+            print(f"[up] {note}", flush=True)
+        stray = procs.sweep(config.stack_id)
+        if stray:
+            print(f"[up] stopped {len(stray)} process(es) left by an earlier run of this stack: {stray}", flush=True)
+        write_env_file(layout, config)
+        webhook.add_to_env_file(layout, webhook.wiring(layout))
+        supervisor = (supervisor_class or Supervisor)(layout, config)
+        supervisor.stopping = stopping
+        try:
+            supervisor.start()
+            break
+        except Exception as exc:  # whatever failed, nothing that was started may keep running
+            supervisor.stop()
+            if stopping.is_set():
+                print("[up] interrupted; every service is stopped", flush=True)
+                return 130
+            taken = ports_taken(layout, config)
+            if taken and attempt < PORT_RETRIES:
+                print(f"[up] {exc}; {', '.join(taken)} was taken by another process while the stack started: "
+                      "every service is stopped, starting again on new ports", flush=True)
+                continue
+            print(f"model-release up: {exc}; every service is stopped", file=sys.stderr, flush=True)
+            return exc.exit_code if isinstance(exc, ModelReleaseError) else ServiceUnavailable.exit_code
     supervisor.save_state(ready=True)
     print(f"[up] ready in {time.monotonic() - started:.0f} s", flush=True)
     print(summary(layout, config), flush=True)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from ..registry_events.wiring import SECRET_ENV, new_secret, receiver_url, register_webhook, server_env
 from .ports import free_port
 from .services import Service
-from .stack_folder import HOST, Layout, _port_free, write_private
+from .stack_folder import HOST, Layout, port_free, write_private
 
 SERVICE = "webhook-receiver"
 
@@ -49,7 +49,7 @@ def wiring(layout: Layout) -> Wiring:
     path = layout.root / "webhook.json"
     saved = layout.read_json(path) or {}
     port = int(saved.get("port") or 0)
-    if not port or not _port_free(port):
+    if not port or not port_free(port):
         port = free_port(HOST)
     found = Wiring(port, str(saved.get("secret") or new_secret()),
                    str(saved.get("encryption_key") or base64.urlsafe_b64encode(os.urandom(32)).decode()))
