@@ -12,9 +12,10 @@ folder, adds the python-backend stub built for the runtime venv's Python, puts t
 and ``nvidia_pytriton.libs`` on ``LD_LIBRARY_PATH`` and the venv's ``bin`` first on ``PATH`` (the
 stub finds its interpreter and site-packages through ``python3``; each stub gets one OpenBLAS
 thread, :data:`STUB_THREADS_ENV`), starts the server in its own process group, and waits for
-``/v2/health/ready`` with a timeout (a wrong stub hangs rather than exits). On exit it closes its clients, sends SIGTERM, waits, then SIGKILLs the process group; an
-``atexit`` guard does the same if the caller never exits the context. A caller with other work to do
-meanwhile stops it with :meth:`LocalTriton.stop_in_background` and joins the thread it returns.
+``/v2/health/ready`` with a timeout (a wrong stub hangs rather than exits). On exit it closes its
+clients, sends SIGTERM, waits, then SIGKILLs the process group; an ``atexit`` guard does the same if
+the caller never exits the context. A caller with other work to do meanwhile stops it with
+:meth:`LocalTriton.stop_in_background` and joins the thread it returns.
 """
 
 from __future__ import annotations
