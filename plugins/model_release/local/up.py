@@ -271,7 +271,7 @@ PORT_RETRIES = 2
 def ports_taken(layout: Layout, config: StackConfig) -> list[str]:
     """The stack's own ports (its services' and the webhook receiver's) that are not free: with the
     stack's processes stopped, each is held by another process."""
-    receiver = int((layout.read_json(layout.root / "webhook.json") or {}).get("port") or 0)
+    receiver = webhook.saved_port(layout)
     ports = {**config.ports, **({webhook.SERVICE: receiver} if receiver else {})}
     return [f"port {port} of {name}" for name, port in ports.items() if not port_free(port)]
 

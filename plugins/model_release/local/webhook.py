@@ -22,6 +22,7 @@ import json
 import os
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..registry_events.wiring import SECRET_ENV, new_secret, receiver_url, register_webhook, server_env
 from .ports import free_port
@@ -44,9 +45,18 @@ class Wiring:
         return receiver_url(self.port)
 
 
+def _wiring_file(layout: Layout) -> Path:
+    return layout.root / "webhook.json"
+
+
+def saved_port(layout: Layout) -> int:
+    """The receiver's port as last saved (0 before the first start); unlike :func:`wiring`, nothing is picked or written."""
+    return int((layout.read_json(_wiring_file(layout)) or {}).get("port") or 0)
+
+
 def wiring(layout: Layout) -> Wiring:
     """The saved wiring (a new port when the old one is taken), created on the first start; saved mode 0600."""
-    path = layout.root / "webhook.json"
+    path = _wiring_file(layout)
     saved = layout.read_json(path) or {}
     port = int(saved.get("port") or 0)
     if not port or not port_free(port):
