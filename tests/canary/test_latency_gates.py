@@ -7,6 +7,8 @@ within (inconclusive). The ratios are a fixed spread scaled so that a bound land
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from model_release.canary.judge import gates as gt
@@ -105,18 +107,40 @@ def test_a_report_without_the_pairs_ratios_is_judged_on_its_one_ratio() -> None:
     assert next(g for g in gates if g.name == "load.p99_ratio").inconclusive
 
 
-@pytest.mark.parametrize("pairs", [4, 3])
-def test_the_loose_settings_of_the_tests_not_about_latency_pass_two_identical_models_however_noisy(pairs) -> None:
-    """tests/e2e/conftest.py NOT_ABOUT_LATENCY and tests/canary/support.py: at least 3-4 window pairs (stable_windows 4,
-    budget_s 2.4) and ratios 20 / 0.05, so that noise seen on a busy 2-core machine (pairs 1.4x apart, one pair
-    4x off) passes instead of ending inconclusive: a new flake in tests about something else."""
+#: window-pair ratios as a busy machine gives them for two identical models: pairs 1.4x apart with one 4x
+#: off; the spread CI saw (4 pairs, 1.73x, 0.112 to 26.7: a 0.3 s window's p99 at one request in flight is
+#: about its slowest request, and one window caught a stall); and three pairs, one stalled each way
+NOISE = {"busy": [1.4, 0.8, 4.0, 1.0], "ci-stall": [0.1, 1.0, 3.0, 40.0], "three-pairs-stalled-both-ways": [0.05, 1.0, 100.0]}
+
+
+def _settings_not_about_latency(where: str) -> dict[str, Any]:
+    """canary.load of the tests not about latency: the end-to-end tests' or tests/canary/support.py's make_release."""
+    from tests.canary.support import LOAD_NOT_ABOUT_LATENCY
     from tests.e2e.conftest import NOT_ABOUT_LATENCY
 
-    assert NOT_ABOUT_LATENCY["canary.load.stable_windows"] == 4 and NOT_ABOUT_LATENCY["canary.load.budget_s"] >= 2.4
-    limit, floor = NOT_ABOUT_LATENCY["canary.load.max_p99_ratio"], NOT_ABOUT_LATENCY["canary.load.min_throughput_ratio"]
-    noisy = [1.4, 0.8, 4.0, 1.0][:pairs]
+    if where == "e2e":
+        return {k.removeprefix("canary.load."): v for k, v in NOT_ABOUT_LATENCY.items() if k.startswith("canary.load.")}
+    return LOAD_NOT_ABOUT_LATENCY
+
+
+@pytest.mark.parametrize("noise", list(NOISE))
+@pytest.mark.parametrize("where", ["e2e", "canary-support"])
+def test_the_loose_settings_of_the_tests_not_about_latency_pass_two_identical_models_however_noisy(where, noise) -> None:
+    """tests/e2e/conftest.py NOT_ABOUT_LATENCY and tests/canary/support.py: at least 3-4 window pairs (stable_windows 4,
+    budget_s 2.4) and ratio limits beyond any interval such noise gives, so that it passes instead of ending
+    inconclusive: a flake in tests about something else."""
+    load = _settings_not_about_latency(where)
+    assert load["stable_windows"] == 4 and load["budget_s"] >= 2.4
+    limit, floor = load["max_p99_ratio"], load["min_throughput_ratio"]
+    noisy = NOISE[noise]
     assert _p99_gate(noisy, limit).passed is True
     assert _tput_gate([1 / r for r in noisy], floor).passed is True
+
+
+def test_the_limits_the_tests_not_about_latency_had_before_left_the_spread_ci_saw_inconclusive() -> None:
+    """Why the limits are what they are: 20 x / 0.05 x straddled the interval of the pairs CI measured."""
+    assert _p99_gate(NOISE["ci-stall"], 20.0).inconclusive
+    assert _tput_gate([1 / r for r in NOISE["ci-stall"]], 0.05).inconclusive
 
 
 # --- the load phase keeps measuring while the pairs cannot decide ---------------------------------------
