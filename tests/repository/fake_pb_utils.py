@@ -1,8 +1,10 @@
 """A stand-in for ``triton_python_backend_utils``: unit tests of generated BLS logic without a server.
 
 Tensors made from torch tensors report ``is_cpu() == False``, so the generated code takes its GPU
-path (DLPack and torch) even on a CPU-only machine. BLS calls go to the python functions in
-:data:`MODELS` and are recorded in :data:`CALLS`.
+path (DLPack and torch) even on a CPU-only machine. :func:`on_device` makes such a tensor on the
+GPU where one is visible, so that there a step that mixes host and device tensors fails as it would
+in Triton; on a CPU-only machine torch's CPU tensors stand in. BLS calls go to the python functions
+in :data:`MODELS` and are recorded in :data:`CALLS`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,25 @@ import numpy as np
 MODELS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {}
 #: (model name, {input name: array}) for every BLS call
 CALLS: list[tuple[str, dict[str, Any]]] = []
+
+
+def device() -> str:
+    """Where :func:`on_device` puts tensors: ``cuda`` where torch sees a GPU, else ``cpu``."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def on_device(array: Any) -> Any:
+    """``array`` as a torch tensor on :func:`device`: what the python backend hands over for GPU memory."""
+    import torch
+
+    return torch.as_tensor(array, device=device())
+
+
+def host(array: Any) -> np.ndarray:
+    """``array`` (numpy, or torch on any device) as numpy, for comparing with expected values."""
+    return array if isinstance(array, np.ndarray) else array.cpu().numpy()
 
 
 class TritonModelException(Exception):

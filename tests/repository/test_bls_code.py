@@ -1,7 +1,10 @@
 """The generated BLS code's logic on CPU (numpy) and on its device path (torch through DLPack).
 
-The python backend is replaced by :mod:`fake_pb_utils` (torch tensors stand for GPU tensors), so
-this runs without a server or a GPU; the load tests run the same code on the real local Triton.
+The python backend is replaced by :mod:`fake_pb_utils` (torch tensors stand for GPU tensors: on the
+GPU where one is visible, else torch's CPU tensors), so this runs without a server or a GPU; the load
+tests run the same code on the real local Triton. Only a GPU run catches a step that mixes host and
+device tensors (torch's CPU tensors mix freely): on an H200, a router that built its tensors without
+``device=array.device`` failed here ("Expected all tensors to be on the same device") and passed on CPU.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ def _run(model, *requests):
 
 def _value(response, name):
     tensor = pb.get_output_tensor_by_name(response, name)
-    return tensor.data if isinstance(tensor.data, np.ndarray) else tensor.data.numpy()
+    return pb.host(tensor.data)
 
 
 @pytest.fixture
@@ -69,24 +72,23 @@ X = np.array([[0.9, 0, 0, 0], [0.5, 0, 0, 0], [0.1, 0, 0, 0], [0.6, 0, 0, 0]], n
     [(False, False, False), (True, True, True), (False, True, False), (True, False, True)],
 )
 def test_cascade_routes_unsure_rows_on_any_device(cascade, inputs_on_device, small_on_device, large_on_device):
-    import torch  # here, not at the top: collecting the tests (on every xdist worker) need not import torch
-
-    device = lambda f, on: (lambda feeds: {k: torch.as_tensor(v) for k, v in f(feeds).items()}) if on else f  # noqa: E731
+    device = lambda f, on: (lambda feeds: {k: pb.on_device(v) for k, v in f(feeds).items()}) if on else f  # noqa: E731
     pb.MODELS.clear()
     pb.MODELS.update({"cas_small": device(_small, small_on_device), "cas_large": device(_large, large_on_device)})
-    x = torch.as_tensor(X) if inputs_on_device else X
+    x = pb.on_device(X) if inputs_on_device else X
     (response,) = _run(cascade, pb.Request(**{INPUT: x}))
     assert not response.has_error(), response.error().message()
     assert [name for name, _ in pb.CALLS] == ["cas_small", "cas_large"]
     large_rows = pb.CALLS[1][1][INPUT]
-    np.testing.assert_array_equal(np.asarray(large_rows), X[[1, 3]])  # only the unsure rows
+    np.testing.assert_array_equal(pb.host(large_rows), X[[1, 3]])  # only the unsure rows
     answered = [v.decode() for v in _value(response, "answered_by").reshape(-1)]
     assert answered == ["cas_small", "cas_large", "cas_small", "cas_large"]
     np.testing.assert_allclose(
         _value(response, "probabilities"),
         [[0.9, 0.1, 0], [0, 0, 1], [0.1, 0.9, 0], [0, 0, 1]], atol=1e-6)
-    if small_on_device:  # the result stayed a device tensor: no host copy on the way out
-        assert not pb.get_output_tensor_by_name(response, "probabilities").is_cpu()
+    if small_on_device:  # the result stayed a device tensor, on the small model's device: no host copy on the way out
+        out = pb.get_output_tensor_by_name(response, "probabilities")
+        assert not out.is_cpu() and out.data.device.type == pb.device()
 
 
 def test_cascade_never_calls_the_large_model_when_all_rows_are_sure(cascade):
@@ -105,8 +107,6 @@ def test_cascade_reports_a_member_error_in_the_response(cascade):
 
 @pytest.mark.parametrize("combine", ["mean", "max", "min"])
 def test_fanout_combines_numpy_and_device_outputs(onnx_models, tmp_path, monkeypatch, combine):
-    import torch
-
     spec = make_spec("fan", base_dir=tmp_path, shape="fanout",
                      fanout={"members": {"a": "release", "b": str(onnx_models["tree"])}, "combine": combine})
     result = assemble(spec, intake_result(), export_result(onnx_models["lr"]), Workspace("fan", tmp_path / "ws"))
@@ -117,7 +117,7 @@ def test_fanout_combines_numpy_and_device_outputs(onnx_models, tmp_path, monkeyp
     for b_on_device in (False, True):
         pb.MODELS.clear()
         pb.MODELS.update({"fan_a": lambda feeds: {"probabilities": a},
-                          "fan_b": lambda feeds: {"probabilities": torch.as_tensor(b) if b_on_device else b}})
+                          "fan_b": lambda feeds: {"probabilities": pb.on_device(b) if b_on_device else b}})
         (response,) = _run(model, pb.Request(**{INPUT: X[:1]}))
         assert sorted(name for name, _ in pb.CALLS) == ["fan_a", "fan_b"]
         np.testing.assert_allclose(_value(response, "probabilities"), expected, atol=1e-7)
