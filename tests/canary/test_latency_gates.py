@@ -126,11 +126,11 @@ def _settings_not_about_latency(where: str) -> dict[str, Any]:
 @pytest.mark.parametrize("noise", list(NOISE))
 @pytest.mark.parametrize("where", ["e2e", "canary-support"])
 def test_the_loose_settings_of_the_tests_not_about_latency_pass_two_identical_models_however_noisy(where, noise) -> None:
-    """tests/e2e/conftest.py NOT_ABOUT_LATENCY and tests/canary/support.py: at least 3-4 window pairs (stable_windows 4,
-    budget_s 2.4) and ratio limits beyond any interval such noise gives, so that it passes instead of ending
-    inconclusive: a flake in tests about something else."""
+    """tests/e2e/conftest.py NOT_ABOUT_LATENCY and tests/canary/support.py: 4 window pairs where windows take their time
+    (stable_windows 4, budget_s for 8 windows) and ratio limits beyond any interval such noise gives, so that it passes
+    instead of ending inconclusive: a flake in tests about something else."""
     load = _settings_not_about_latency(where)
-    assert load["stable_windows"] == 4 and load["budget_s"] >= 2.4
+    assert load["stable_windows"] == 4 and round(load["budget_s"] / load["window_s"]) >= 2 * 4
     limit, floor = load["max_p99_ratio"], load["min_throughput_ratio"]
     noisy = NOISE[noise]
     assert _p99_gate(noisy, limit).passed is True
