@@ -310,21 +310,24 @@ def reliability(data: dict[str, Any] | None, label: str, caption: str, *, missin
     mine = (data or {}).get("candidate")
     if not mine or not any(b.get("rows") for b in mine.get("bins") or []):
         return placeholder_html(label, missing, caption)
-    fig = new_figure(5.0, 4.6)
-    top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=[3, 1])
-    for ax in (top, bottom):
-        style_axes(ax)
-    top.plot([0, 1], [0, 1], color="#8c959f", linewidth=0.9, linestyle="--", label="calibrated")
     # the candidate drawn over the champion, the champion dashed with open markers: an equal model's lines stay both visible
     models = [("candidate", CANDIDATE_COLOUR, {"marker": "o", "zorder": 4}),
               ("champion", CHAMPION_COLOUR, {"marker": "s", "linestyle": "--", "markerfacecolor": "none", "zorder": 3})]
     drawn = [(t, c, m, data[t]) for t, c, m in models if (data or {}).get(t)]
+    eces = {t: f"ECE {f['ece']:.2g}" if f.get("ece") is not None else "ECE -" for t, _, _, f in drawn}
+    legend = ["calibrated", *(f"{t} ({ece})" for t, ece in eces.items())]
+    left = TICK_PAD + text_inches(["0.0"]) + LABEL_LINE + 0.1
+    fig = fixed_margins(_figure(max(5.0, left + _legend_inches(legend) + 0.1), 4.6), left=left, bottom=X_NUMBERS,
+                        top=LEGEND_ROW + 0.06)
+    top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=[3, 1], gridspec_kw={"hspace": 0.12})
+    for ax in (top, bottom):
+        style_axes(ax)
+    top.plot([0, 1], [0, 1], color="#8c959f", linewidth=0.9, linestyle="--", label=legend[0])
     width = min(((b.get("upper") or 0) - (b.get("lower") or 0) for b in mine["bins"]), default=0.1) / (len(drawn) + 0.5)
     for i, (target, colour, style, figures) in enumerate(drawn):
         bins = [b for b in figures.get("bins") or [] if b.get("rows") and b.get("confidence") is not None]
-        ece = f"ECE {figures['ece']:.2g}" if figures.get("ece") is not None else "ECE -"
         top.plot([b["confidence"] for b in bins], [b["accuracy"] for b in bins], color=colour, markersize=4.5, linewidth=1.4,
-                 label=f"{target} ({ece})", **style)
+                 label=f"{target} ({eces[target]})", **style)
         every = [b for b in figures.get("bins") or [] if b.get("lower") is not None]
         total = max(sum(b.get("rows") or 0 for b in every), 1)
         bottom.bar([b["lower"] + width * (i + 0.75) for b in every], [(b.get("rows") or 0) / total for b in every],
@@ -334,8 +337,7 @@ def reliability(data: dict[str, Any] | None, label: str, caption: str, *, missin
     top.set_ylabel("accuracy in the bin")
     bottom.set_ylabel("share of rows")
     bottom.set_xlabel("top-1 class score (mean in each bin)")
-    handles, labels = top.get_legend_handles_labels()  # above the panels, over the figure's width (the axes' is too narrow)
-    fig.legend(handles, labels, loc="outside upper center", ncol=3, fontsize=8, frameon=False)
+    legend_above(top)  # one row above the panels; the figure is wide enough for it
     if not (data or {}).get("champion"):
         caption += f" {esc(champion_missing)}"
     return plot_html(fig, label, caption)
