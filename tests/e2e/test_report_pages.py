@@ -7,7 +7,7 @@ and promoted; a degraded retrain the canary blocks, its reports kept under ``rej
 rollback; and a ridge regressor's first release on a channel of its own. That is the fewest
 releases that hold a first release, a passing and a blocked one, a regressor, and a channel
 history with a promotion, a rejection and a rollback. Each release's load phase is brief (as in
-NOT_ABOUT_LATENCY: four windows of 0.15 s per model) and tuning is off: these runs are about
+NOT_ABOUT_LATENCY: four windows of 0.1 s per model) and tuning is off: these runs are about
 what the pages show, not about stable figures (the tuning plot's drawing is unit-tested from a
 report in ``tests/canary/test_report_page.py``; here its place says tuning was off).
 
