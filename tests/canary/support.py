@@ -21,6 +21,8 @@ from model_release.spec import ReleaseSpec, parse_spec
 from model_release.types import AssembleResult, ExportResult, IntakeResult, TensorSpec
 from model_release.workspace import Workspace, sha256_file
 
+from ..not_about_latency import LOAD as NOT_ABOUT_LATENCY
+
 LABELS = ["setosa", "versicolor", "virginica"]
 INPUT = "features"
 LEAF = "iris_onnx"
@@ -151,16 +153,6 @@ def write_pipeline(repo: Path, name: str, *, flip_every: int = 0, fail_on_load: 
     return [LEAF, post, name]
 
 
-#: canary.load of make_release: a short load phase with ratio limits no noise can trip. These tests are
-#: about the canary's logic, not about stable figures (a short window's p99 on a busy machine is about its
-#: slowest request); the ratios are decided from intervals over the window pairs, so at least 3-4 pairs and
-#: limits beyond any interval noise gives, as tests/e2e/conftest.py NOT_ABOUT_LATENCY (test_latency_gates.py
-#: checks both). The latency gates have their own boundary tests there and in test_load_phase.py, which
-#: passes its own "load".
-LOAD_NOT_ABOUT_LATENCY: dict[str, float] = {"warmup_s": 0.1, "window_s": 0.1, "stable_windows": 4, "budget_s": 0.8,
-                                            "max_p99_ratio": 1.0e4, "min_throughput_ratio": 1.0e-4}
-
-
 def make_release(
     root: Path,
     repo: Path,
@@ -183,7 +175,8 @@ def make_release(
         "name": name,
         "model": {"name": "iris-classifier", "alias": "candidate"},
         "repository": {"shape": "classifier", "labels": LABELS},
-        "canary": {"load": dict(LOAD_NOT_ABOUT_LATENCY),
+        # a short load phase with ratio limits no noise can trip: these tests are about the canary's logic
+        "canary": {"load": dict(NOT_ABOUT_LATENCY),  # (tests/not_about_latency.py says why)
                    **(canary or {"batch_rows": 16, "concurrency": 2})},
     })
     rows = len(next(iter(golden.values())))

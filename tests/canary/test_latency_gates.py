@@ -114,21 +114,21 @@ NOISE = {"busy": [1.4, 0.8, 4.0, 1.0], "ci-stall": [0.1, 1.0, 3.0, 40.0], "three
 
 
 def _settings_not_about_latency(where: str) -> dict[str, Any]:
-    """canary.load of the tests not about latency: the end-to-end tests' or tests/canary/support.py's make_release."""
-    from tests.canary.support import LOAD_NOT_ABOUT_LATENCY
+    """canary.load of the tests not about latency: as the end-to-end tests set it (dotted), or as shared (make_release's)."""
     from tests.e2e.conftest import NOT_ABOUT_LATENCY
+    from tests.not_about_latency import LOAD
 
     if where == "e2e":
         return {k.removeprefix("canary.load."): v for k, v in NOT_ABOUT_LATENCY.items() if k.startswith("canary.load.")}
-    return LOAD_NOT_ABOUT_LATENCY
+    return LOAD
 
 
 @pytest.mark.parametrize("noise", list(NOISE))
-@pytest.mark.parametrize("where", ["e2e", "canary-support"])
+@pytest.mark.parametrize("where", ["e2e", "shared"])
 def test_the_loose_settings_of_the_tests_not_about_latency_pass_two_identical_models_however_noisy(where, noise) -> None:
-    """tests/e2e/conftest.py NOT_ABOUT_LATENCY and tests/canary/support.py: 4 window pairs where windows take their time
-    (stable_windows 4, budget_s for 8 windows) and ratio limits beyond any interval such noise gives, so that it passes
-    instead of ending inconclusive: a flake in tests about something else."""
+    """tests/not_about_latency.py, as tests/e2e/conftest.py and tests/canary/support.py use it: 4 window pairs where
+    windows take their time (stable_windows 4, budget_s for 8 windows) and ratio limits beyond any interval such noise
+    gives, so that it passes instead of ending inconclusive: a flake in tests about something else."""
     load = _settings_not_about_latency(where)
     assert load["stable_windows"] == 4 and round(load["budget_s"] / load["window_s"]) >= 2 * 4
     limit, floor = load["max_p99_ratio"], load["min_throughput_ratio"]
