@@ -25,8 +25,8 @@ down:
 
 # Most tests in parallel (two workers per core, at most 4: the integration tests spend about a third
 # of their time waiting on servers they started, so one worker per core left a 2-core machine 35%
-# idle; a file stays on one worker, so its stack starts once), then the ones that measure latency
-# or run the README session, alone. Both
+# idle; a file stays on one worker, so its stack starts once), then the ones that time the load
+# phase's windows, alone. Both
 # parts always run; the first failure's exit code is the result (5 when a part ran no test).
 # PYTHONDONTWRITEBYTECODE is cleared (as for test-fast, below): the hundreds of processes the tests
 # start (Airflow tasks, DAG runs, the CLI) then read the project's bytecode instead of compiling it.
