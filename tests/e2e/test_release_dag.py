@@ -186,3 +186,15 @@ def test_bad_input_fails_the_dag_at_once_without_retries(stack) -> None:
     assert run.returncode != 0 and run.state == "failed"
     assert "no-such-spec.yaml' does not exist" in run.output
     assert "up_for_retry" not in run.output.lower()
+
+
+def test_the_stacks_airflow_database_is_migrated_and_holds_the_canary_pool(stack) -> None:
+    """``airflow db migrate`` then ``airflow pools set``, run in one process (EmbeddedStack.migrate_airflow):
+    the pool's row needs the migrated schema, and the canary task's pool lets one release at a time onto
+    the canary Triton."""
+    stack.migrate_airflow()  # done already where a run came first on this worker; else now
+    with sqlite3.connect(stack.airflow_home / "airflow.db") as db:
+        pools = db.execute("select slots, description from slot_pool where pool = 'triton_canary'").fetchall()
+        stamped = db.execute("select version_num from alembic_version").fetchall()
+    assert pools == [(1, "one release at a time on the canary Triton")]
+    assert len(stamped) == 1 and stamped[0][0]
