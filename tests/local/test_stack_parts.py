@@ -529,3 +529,24 @@ def test_quick_exit_runs_the_script_as_main_with_its_arguments_exit_code_and_exi
     assert proc.stdout.splitlines() == ["True ['serve', '--x', '1']", "handler ran"]
     usage = subprocess.run([sys.executable, "-m", "model_release.local.quick_exit"], capture_output=True, text=True, timeout=60)
     assert usage.returncode == 1 and "usage: python -m model_release.local.quick_exit SCRIPT" in usage.stderr
+
+
+@pytest.mark.integration
+def test_airflow_commands_in_one_process_stop_at_the_first_that_fails_naming_them_with_its_output(tmp_path: Path) -> None:
+    """A fresh home: ``pools set`` before ``db migrate`` fails (no schema yet), and what follows never runs."""
+    from model_release.local.airflow_cli import airflow_commands
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW__DATABASE")}
+    env["AIRFLOW_HOME"] = str(tmp_path / "airflow")
+    with pytest.raises(ServiceUnavailable, match=r"preparing Airflow's database \(airflow pools set triton_canary; "
+                                                 r"airflow db migrate\) failed \(exit [1-9]\d*\); the commands' last output: ") as err:
+        airflow_commands([["pools", "set", "triton_canary", "1", "x"], ["db", "migrate"]], env=env, cwd=tmp_path)
+    assert "Database migration required" in str(err.value)  # Airflow's own word: the pool has no table yet
+    assert not (tmp_path / "airflow" / "airflow.db").exists() or "alembic_version" not in _tables(tmp_path / "airflow" / "airflow.db")
+
+
+def _tables(db: Path) -> set[str]:
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:
+        return {row[0] for row in conn.execute("select name from sqlite_master where type = 'table'")}

@@ -38,6 +38,7 @@ from typing import Any
 
 from ..errors import ServiceUnavailable
 from ..store.keys import WORKSPACES
+from .airflow_cli import PREPARE_DB, airflow_commands
 from .ports import free_port
 from .procs import StartedOnEnter, signal_pids, stop_group
 from .services import DAG_PROCESSOR_STOP_S
@@ -328,19 +329,11 @@ class DistributedStack(StartedOnEnter):
         env.update(self.extra_env)
         return env
 
-    def _airflow_cmd(self, *args: str, env: dict[str, str] | None = None, timeout: float = 600) -> None:
-        airflow = Path(sys.executable).with_name("airflow")
-        proc = subprocess.run([str(airflow), *args], env=env or self.airflow_env(), cwd=self.root, capture_output=True,
-                              text=True, timeout=timeout)
-        if proc.returncode != 0:
-            raise ServiceUnavailable(f"`airflow {' '.join(args)}` failed ({proc.returncode}): {proc.stderr[-3000:]}")
-
     def _airflow(self) -> None:
         """Airflow's DB migrated and the canary's pool made, then its components started at once (none
         needs another to start) and the API waited for. The workers are started by :meth:`start`."""
         (self.root / "airflow").mkdir(exist_ok=True)
-        self._airflow_cmd("db", "migrate")
-        self._airflow_cmd("pools", "set", "triton_canary", "1", "one release at a time on the canary Triton")
+        airflow_commands(PREPARE_DB, env=self.airflow_env(), cwd=self.root)
         airflow = str(Path(sys.executable).with_name("airflow"))
         env = self.airflow_env()
         self._spawn("api-server", [airflow, "api-server", "--host", "127.0.0.1", "--port", str(self.ports["api"]),

@@ -21,12 +21,12 @@ from importlib.metadata import version
 from pathlib import Path
 
 from ..errors import ServiceUnavailable
+from .airflow_cli import CANARY_POOL
 from .http import AirflowApi, AirflowApiError, answers
 from .stack_folder import AIRFLOW_USER, HOST, Layout, StackConfig
 
 BIN = Path(sys.executable).parent
 DAG_ID = "model_release"
-CANARY_POOL = ("triton_canary", "1", "one release at a time on the canary Triton")
 #: seconds between two readiness checks: each is a GET or three on 127.0.0.1 (a refused connection while a
 #: service starts), and ``up`` waits for its services one after another, so a second's poll lost up to a
 #: second at each wait

@@ -27,6 +27,7 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
+from .airflow_cli import PREPARE_DB, airflow_commands
 from .procs import StartedOnEnter
 
 log = logging.getLogger(__name__)
@@ -56,25 +57,6 @@ class DagRunOutcome:
     returncode: int
     state: str | None
     output: str
-
-
-#: Airflow CLI commands (a JSON list of argument lists in ``sys.argv[1]``), each run as the ``airflow``
-#: command's ``main`` runs it, one after the other in one interpreter: ``airflow db migrate`` and
-#: ``airflow pools set`` as two processes each paid Airflow's start-up (2.3-3.4 CPU-s on 2 cores). The
-#: interpreter ends without its last sweep of Airflow's objects, as :mod:`.quick_exit` explains.
-_AIRFLOW_COMMANDS = """
-import atexit, gc, json, sys
-atexit.register(gc.freeze)  # registered first: runs after Airflow's own exit handlers
-from airflow import configuration  # first, as the airflow command imports it
-from airflow.cli import cli_parser
-from airflow.configuration import write_default_airflow_configuration_if_needed
-
-write_default_airflow_configuration_if_needed()
-parser = cli_parser.get_parser()
-for argv in json.loads(sys.argv[1]):
-    args = parser.parse_args(argv)
-    args.func(args)
-"""
 
 
 class EmbeddedStack(StartedOnEnter):
@@ -145,20 +127,11 @@ class EmbeddedStack(StartedOnEnter):
 
     def migrate_airflow(self) -> None:
         """``airflow db migrate`` on a SQLite DB in the stack's Airflow home, and the canary pool
-        (``airflow pools set``): both commands as the ``airflow`` command runs them, in one process
-        (:data:`_AIRFLOW_COMMANDS`), which pays Airflow's start-up once instead of twice."""
+        (``airflow pools set``), in one process (:func:`~.airflow_cli.airflow_commands`)."""
         if self._migrated:
             return
         self.airflow_home.mkdir(parents=True, exist_ok=True)
-        commands = [["db", "migrate"], ["pools", "set", "triton_canary", "1", "one release at a time on the canary Triton"]]
-        proc = subprocess.run([sys.executable, "-c", _AIRFLOW_COMMANDS, json.dumps(commands)], env=self.env(), cwd=PROJECT,
-                              capture_output=True, text=True, timeout=300)
-        if proc.returncode != 0:
-            from ..errors import ServiceUnavailable
-
-            said = "; ".join(f"airflow {' '.join(c[:3])}" for c in commands)
-            raise ServiceUnavailable(f"preparing the stack's Airflow database ({said}) failed (exit {proc.returncode}): "
-                                     f"{proc.stderr[-2000:]}")
+        airflow_commands(PREPARE_DB, env=self.env(), cwd=PROJECT, timeout=300)
         self._migrated = True
 
     def run_dag(
