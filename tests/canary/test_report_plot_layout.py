@@ -15,12 +15,7 @@ from bench_report_plots import classifier_report, regressor_report  # noqa: E402
 
 from model_release.canary.report.page import render_html  # noqa: E402
 
-
-def agg_renderer(fig):  # noqa: ANN001, ANN201
-    """Matplotlib's Agg renderer for the figure; imported here, not at collection on every xdist worker."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    return FigureCanvasAgg(fig).get_renderer()
+from ..plot_layout import agg_renderer, assert_laid_out  # noqa: E402
 
 
 @pytest.fixture
@@ -41,29 +36,15 @@ def test_every_text_of_every_plot_lies_inside_its_figure(figures, make) -> None:
     render_html(make(np.random.default_rng(1)))
     assert len(figures) >= 6
     for label, fig in figures:
-        assert fig.get_layout_engine() is None, label  # fixed margins, not constrained layout
-        renderer = agg_renderer(fig)
-        fig.draw(renderer)
-        drawn = fig.get_tightbbox(renderer)  # inches: everything drawn, texts included
-        width, height = fig.get_size_inches()
-        assert drawn.x0 >= -0.01 and drawn.y0 >= -0.01 and drawn.x1 <= width + 0.01 and drawn.y1 <= height + 0.01, (
-            label, drawn.bounds, (width, height))
-        for ax in fig.axes:
-            ticks = [t.get_window_extent(renderer) for t in ax.get_xticklabels()
-                     if t.get_visible() and t.get_text() and not t.get_rotation()]  # rotated ones: their boxes, not their text, meet
-            for a, b in zip(ticks, ticks[1:]):
-                assert not a.overlaps(b), (label, "x tick labels overlap")
+        assert_laid_out(fig, label)
 
 
 def test_long_class_names_stay_inside_the_confusion_matrix_figure(figures) -> None:
     labels = ["a-very-long-class-name-1", "WWWWWWWWWWWWWWWWWW", "c"]
     cm = {"labels": labels, "matrix": [[5, 1, 0], [0, 4, 2], [1, 0, 6]], "rows_are": "ground truth", "columns_are": "candidate"}
     plots.confusion(cm, "confusion", "candidate against ground truth with a long title", "caption", missing="-")
-    (_, fig), = figures
-    renderer = agg_renderer(fig)
-    fig.draw(renderer)
-    drawn, (width, height) = fig.get_tightbbox(renderer), fig.get_size_inches()
-    assert drawn.x0 >= -0.01 and drawn.y0 >= -0.01 and drawn.x1 <= width + 0.01 and drawn.y1 <= height + 0.01, drawn.bounds
+    (label, fig), = figures
+    assert_laid_out(fig, label)
 
 
 def test_the_parity_plot_labels_its_decades_in_plain_text_not_mathtext(figures) -> None:

@@ -22,6 +22,7 @@ from model_release.store.keys import MANIFEST, page_key
 from model_release.types import CanaryResult
 from model_release.workspace import Workspace
 
+from ..plot_layout import assert_laid_out
 from .support import TriggerBackend, make_release
 
 
@@ -84,6 +85,22 @@ def test_the_channel_page_lists_promotions_the_rejection_and_the_rollback_in_ord
     # a rejection's row names the gates that failed; its reasons in full are on hover (and in its report)
     assert ("title='accuracy of the served candidate is 0.86 [canary.quality.accuracy]'>failed quality.accuracy "
             "(judged against r2)</td>") in page
+
+
+def test_the_history_plot_is_laid_out_at_fixed_margins_with_every_text_inside(tmp_path, monkeypatch) -> None:
+    """Wide tick numbers (a p99 in the thousands of ms) and many releases (two-line dates under each)."""
+    from model_release.store import history_page
+
+    drawn = []
+    real = history_page.plot_html
+    monkeypatch.setattr(history_page, "plot_html", lambda fig, label, caption: drawn.append((label, fig)) or real(fig, label, caption))
+    store = open_store((tmp_path / "store").as_uri())
+    for i in range(1, 13):
+        promote(_release(tmp_path, f"r{i}", 0.9 + i / 200, 3.5 * 10 ** (i % 4)), f"r{i}", store, "production")
+    drawn.clear()
+    write_channel_page(store, "production")
+    assert [label for label, _ in drawn] == ["channel-figures"]
+    assert_laid_out(drawn[0][1], "channel-figures")
 
 
 def test_a_page_that_cannot_be_written_never_fails_the_promotion(tmp_path, caplog) -> None:

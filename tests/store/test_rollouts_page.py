@@ -20,6 +20,7 @@ from model_release.store import rollouts_page
 from model_release.store.keys import page_key, rollouts_prefix
 from model_release.store.rollouts_page import MAX_PLOTTED, MAX_POINTS, MAX_ROLLOUTS, read_rollouts, rollouts_html
 
+from ..plot_layout import assert_laid_out
 from .support import make_release
 
 CHANNEL = "production"
@@ -117,6 +118,18 @@ def test_a_watch_rollback_shows_its_sentence_figures_servers_back_and_the_pointe
     # the history table's rollback row says the watch made it, and why
     row = re.search(r"<tr class='' data-action='rollback' data-release='r1'>.*?</tr>", page).group(0)
     assert ">rolled back by the watch: error rate 4.1% against 0.0%, limit 1.0% (roll-out #1 of r2); from r2</td>" in row
+
+
+def test_a_rollouts_plot_is_laid_out_at_fixed_margins_with_every_text_inside(tmp_path, monkeypatch) -> None:
+    """Two watched waves, each figure on an axes of its own, the legend above them."""
+    drawn = []
+    real = rollouts_page.plot_html
+    monkeypatch.setattr(rollouts_page, "plot_html", lambda fig, label, caption: drawn.append((label, fig)) or real(fig, label, caption))
+    store = _store(tmp_path)
+    _good_rollout(store)
+    write_channel_page(store, CHANNEL)
+    assert [label for label, _ in drawn] == ["rollout-1"] and len(drawn[0][1].axes) >= 3
+    assert_laid_out(drawn[0][1], "rollout-1")
 
 
 def test_many_rollouts_and_long_watches_stay_bounded(tmp_path) -> None:

@@ -27,7 +27,10 @@ from typing import Any
 
 from ..errors import ModelReleaseError
 from ..spec.serve import FIGURES, RATES
-from ..webpage import CANDIDATE_COLOUR, CHAMPION_COLOUR, FAILED_COLOUR, esc, new_figure, plot_html, style_axes
+from ..webpage import (
+    CANDIDATE_COLOUR, CHAMPION_COLOUR, FAILED_COLOUR, LEGEND_ROW, TICK_PAD, X_NUMBERS, esc, fixed_margins, new_figure,
+    number_inches, plot_html, style_axes,
+)
 from .keys import rollouts_prefix
 from .model_store import ModelStore
 
@@ -254,7 +257,12 @@ def _plot(r: dict[str, Any]) -> str | None:
     series, starts = _series(r)
     if not series:
         return None
-    fig = new_figure(7.5, 1.45 * len(series) + 0.7)
+    fig = new_figure(7.5, 1.45 * len(series) + 0.7, layout=None)
+    values = [v for points in series.values() for p in points for v in p[1:4] if v is not None]
+    # margins in inches (see history_page._plot): the y label's two lines at 8 pt; the legend's row above
+    # the first axes, 12% of an axes' height above it; the x tick numbers and label below
+    fixed_margins(fig, left=TICK_PAD + number_inches(values) + 2 * 8 * 1.25 / 72 + 0.1, bottom=X_NUMBERS,
+                  top=0.12 * 1.3 + LEGEND_ROW + 0.08)
     axes = fig.subplots(len(series), 1, sharex=True, squeeze=False)[:, 0]
     for ax, (figure, points) in zip(axes, series.items()):
         style_axes(ax)

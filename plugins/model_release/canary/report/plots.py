@@ -19,53 +19,14 @@ from typing import Any
 import numpy as np
 
 from ...webpage import (
-    CANDIDATE_COLOUR, CHAMPION_COLOUR, FAILED_COLOUR, decade_axis, esc, legend_above, log_axis, new_figure, placeholder_html, plot_html,
-    style_axes,
+    CANDIDATE_COLOUR, CHAMPION_COLOUR, FAILED_COLOUR, LABEL_LINE, LEGEND_ROW, TICK_PAD, TITLE_LINE, decade_axis, esc,
+    X_NUMBERS, fixed_margins, legend_above, log_axis, new_figure, placeholder_html, plot_html, style_axes, text_inches,
 )
-
-
-#: inches: a tick label's gap to its axis, an axis label's line, a title's line, one legend row above the axes
-TICK_PAD, LABEL_LINE, TITLE_LINE, LEGEND_ROW = 0.1, 0.24, 0.3, 0.3
-#: the tick labels' size used to measure them (points; the page draws at 9, titles at 10)
-TEXT_PT = 10.0
-
-
-def text_inches(texts: Any, size: float = TEXT_PT) -> float:
-    """The widest of ``texts`` at ``size`` points, in inches: the width matplotlib lays the text out with, nothing drawn.
-
-    Read from the font's glyph metrics as the SVG renderer reads them (about 1 ms a text), where the
-    outline's extents (``TextPath(...).get_extents()``, within 0.02 in of it) took 5-70 ms.
-    """
-    from matplotlib.font_manager import FontProperties
-    from matplotlib.textpath import text_to_path
-
-    prop = FontProperties(family=["DejaVu Sans", "sans-serif"], size=size)
-    widths = [text_to_path.get_text_width_height_descent(str(t), prop, ismath=False)[0] for t in texts if str(t).strip()]
-    return max(widths, default=0.0) / 72
-
-
-def _number_inches(values: Any) -> float:
-    """How wide the tick labels of an axis spanning ``values`` can be (its largest magnitude, signed)."""
-    finite = [abs(float(v)) for v in np.ravel(np.asarray(values, dtype=np.float64)) if np.isfinite(v)]
-    return text_inches([f"-{max(finite, default=1.0):.3g}0", "-0.000"])  # an empty axis ticks -0.04 ... 0.04
-
-
-def fixed_margins(fig: Any, *, left: float, bottom: float, top: float = 0.12, right: float = 0.2,
-                  wspace: float | None = None) -> Any:
-    """Put the axes ``left``/``bottom``/``top``/``right`` inches from the figure's edges (``wspace``: between panels,
-    a share of a panel's width); returns ``fig``."""
-    width, height = fig.get_size_inches()
-    fig.subplots_adjust(left=min(left / width, 0.6), right=1 - right / width, bottom=min(bottom / height, 0.6),
-                        top=max(1 - top / height, 0.65), wspace=wspace)
-    return fig
+from ...webpage import number_inches as _number_inches
 
 
 def _figure(width: float, height: float) -> Any:
     return new_figure(width, height, layout=None)
-
-
-#: the bottom margin under a numeric x axis with a label
-X_NUMBERS = 0.18 + TICK_PAD + LABEL_LINE + 0.08
 
 
 def _legend_inches(labels: list[str], size: float = 8.0) -> float:
