@@ -30,11 +30,13 @@ stamp_of() { cat "$@" | sha256sum | cut -c1-16; }
 # compiled in 19.7 s (38 CPU-s).
 NEVER_IMPORTED='/site-packages/(setuptools|cfnlint|dns)/|/site-packages/moto/(?!core/|s3/|s3bucket_path/|moto_api/|moto_server/|utilities/|sts/|iam/|events/|cloudwatch/)[^/]+/'
 compile_bytecode() {  # venv
-  find "$1/lib" -name '*.py' -not -path '*/tests/*' -print0 | grep -zvP "$NEVER_IMPORTED" \
-    | xargs -0 -n 1000 -P "$(nproc 2>/dev/null || echo 2)" "$1/bin/python" -c '
-import py_compile, sys
+  find "$1/lib" -name '*.py' -not -path '*/tests/*' -print0 \
+    | NEVER_IMPORTED="$NEVER_IMPORTED" xargs -0 -n 1000 -P "$(nproc 2>/dev/null || echo 2)" "$1/bin/python" -c '
+import os, py_compile, re, sys
+never = re.compile(os.environ["NEVER_IMPORTED"])
 for path in sys.argv[1:]:
-    py_compile.compile(path, quiet=2)' >/dev/null 2>&1 || true
+    if not never.search(path):
+        py_compile.compile(path, quiet=2)' >/dev/null 2>&1 || true
 }
 
 ensure_venv() {  # path [uv]: with "uv", made by .venv's uv, without pip (what uv pip sync would remove)
@@ -70,7 +72,7 @@ fi
 want=$(stamp_of requirements.lock pyproject.toml infra/local/setup.sh)
 if [ "$(cat .venv/.model-release-stamp 2>/dev/null)" != "$want" ]; then
   say "syncing .venv with requirements.lock (about 1 minute the first time)"
-  # install (not sync): sync would remove torch, which comes from pip below
+  # install (not sync): sync would remove torch, which is installed below
   VIRTUAL_ENV=$root/.venv .venv/bin/uv pip install -q --python .venv/bin/python -r requirements.lock
   VIRTUAL_ENV=$root/.venv .venv/bin/uv pip install -q --python .venv/bin/python --no-deps -e .
   # torch is not in the lock: by name, an index gives a multi-GB CUDA build. Where pip's find-links hold
