@@ -76,13 +76,13 @@ def page(title: str, body: list[str], *, css: str = "") -> str:
     ])
 
 
-def new_figure(width: float, height: float, *, layout: str | None = "constrained") -> Any:
+def new_figure(width: float, height: float, *, layout: str | None = None) -> Any:
     """A matplotlib Figure (no pyplot, so no GUI backend and no global state).
 
     Args:
-        layout: matplotlib's layout engine; ``None`` leaves the axes where ``subplots_adjust`` puts them
-            (one draw when saved, where constrained layout draws several times: see
-            :func:`fixed_margins`).
+        layout: matplotlib's layout engine; ``None`` (every plot of the pages) leaves the axes where
+            :func:`fixed_margins` puts them: one draw when saved, where constrained layout draws several
+            times (benchmarks/bench_report_plots.py compares them).
     """
     from matplotlib.figure import Figure
 

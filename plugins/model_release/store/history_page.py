@@ -150,7 +150,7 @@ def _plot(evs: list[Event], task: str | None) -> str:
     series = [s for s in series if any(s[1](e) is not None for e in evs)]
     if not series:
         return placeholder_html("channel-figures", "No figures to plot: no release of this channel recorded any", caption)
-    fig = new_figure(max(5.5, min(0.55 * len(evs) + 3.0, 11.0)), 1.9 * len(series) + 0.6, layout=None)
+    fig = new_figure(max(5.5, min(0.55 * len(evs) + 3.0, 11.0)), 1.9 * len(series) + 0.6)
     values = [v for _, get, _ in series for v in map(get, evs) if v is not None]
     # margins in inches, as the canary's plots: one draw when saved, where constrained layout drew several
     # (a page with five releases took 0.3 CPU-s, 45% of it laying the two plots out); below, the tick

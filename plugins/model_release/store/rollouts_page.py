@@ -257,7 +257,7 @@ def _plot(r: dict[str, Any]) -> str | None:
     series, starts = _series(r)
     if not series:
         return None
-    fig = new_figure(7.5, 1.45 * len(series) + 0.7, layout=None)
+    fig = new_figure(7.5, 1.45 * len(series) + 0.7)
     values = [v for points in series.values() for p in points for v in p[1:4] if v is not None]
     # margins in inches (see history_page._plot): the y label's two lines at 8 pt; the legend's row above
     # the first axes, 12% of an axes' height above it; the x tick numbers and label below

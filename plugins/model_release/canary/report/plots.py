@@ -26,7 +26,7 @@ from ...webpage import number_inches as _number_inches
 
 
 def _figure(width: float, height: float) -> Any:
-    return new_figure(width, height, layout=None)
+    return new_figure(width, height)
 
 
 def _legend_inches(labels: list[str], size: float = 8.0) -> float:
