@@ -169,21 +169,6 @@ def test_the_local_triton_is_stopped_and_reaped_before_a_rejecting_canary_return
     assert "Signal (15) received" in (release.workspace.stage_dir("canary") / "tritonserver.log").read_text()
 
 
-def test_a_canary_that_read_everything_kills_its_local_triton_instead_of_unloading_each_python_stub(
-        tmp_path, iris, iris_repository, started):
-    """The block ended normally (replays and the load phase done): SIGKILL, where a rejection (above) stops
-    gracefully so the server's last words reach its log. Unloading first took 2.3 s of the iris release."""
-    onnx_path, golden, reference = iris
-    release = make_release(tmp_path, iris_repository, onnx_path, golden, reference)
-
-    result = canary_stage(release.spec, release.intake, release.export, release.assembled, release.workspace)
-
-    assert result.passed and len(started) == 1 and _gone(started[0])
-    assert started[0].process.returncode == -9
-    log = (release.workspace.stage_dir("canary") / "tritonserver.log").read_text()
-    assert "successfully loaded 'iris'" in log and "Signal (15) received" not in log and "successfully unloaded" not in log
-
-
 def test_an_unreachable_endpoint_is_an_infrastructure_failure_not_a_verdict(tmp_path, iris, iris_repository):
     from model_release.errors import ServiceUnavailable
     from model_release.local.ports import free_port

@@ -161,33 +161,6 @@ def test_a_stop_unloads_every_model_first_so_the_server_finds_none_live_at_its_f
     assert checks and checks[0] == "0", after[:2000]
 
 
-@pytest.mark.parametrize("graceful", [True, False])
-def test_a_stop_that_need_not_be_graceful_kills_the_server_and_its_stubs_at_once_leaving_nothing(
-        tmp_path, iris_repository, graceful):
-    """Unloading a python model waits about a second for its stub to end; a caller that has read everything
-    (the canary) kills instead: no process of the group, no shared memory, no work folder left either way."""
-    from model_release.triton.shim import prepare_canary_repository
-
-    copy = prepare_canary_repository(iris_repository, tmp_path / "repository")
-    log = tmp_path / "tritonserver.log"
-    triton = LocalTriton(copy.path, log_path=log)
-    triton.start()
-    try:
-        triton.client().load_model("iris")  # the ensemble and its steps, python stubs among them
-        pid, work_dir, shm = triton.pid, triton.work_dir, triton._shm_prefix
-        assert len(_group_members(pid)) >= 3 and list(Path("/dev/shm").glob(f"{shm}*"))
-        triton.stop(graceful=graceful)
-    except BaseException:
-        triton.stop()
-        raise
-    assert not _alive(pid) and _group_members(pid) == []
-    assert not work_dir.exists() and list(Path("/dev/shm").glob(f"{shm}*")) == []
-    if graceful:  # every model unloaded (each python stub asked to end), then SIGTERM
-        assert triton.process.returncode == 0 and "successfully unloaded 'iris_post'" in log.read_text()
-    else:  # SIGKILL: nothing unloaded
-        assert triton.process.returncode == -9 and "successfully unloaded" not in log.read_text()
-
-
 def test_the_three_ports_of_a_server_are_distinct_even_when_the_picks_repeat(monkeypatch):
     """Each port is picked at random; two equal picks would make tritonserver refuse to start (not a clash to retry)."""
     from model_release.triton import local

@@ -147,11 +147,6 @@ def _triton(spec: ReleaseSpec, assembled: AssembleResult, folder: Path, endpoint
     except BaseException:
         triton.stop()
         raise
-    # the block ends normally once everything is read from the server: it is killed with its stubs then
-    # (LocalTriton.stop, graceful=False: nothing it holds outlives it, and unloading its python models
-    # first took 2.3 s of the iris canary's release); when the block raises, it stops gracefully, so
-    # that what the server and its stubs still had to say reaches its log
-    graceful = True
     try:
         facts["url"] = triton.http_url
 
@@ -160,12 +155,11 @@ def _triton(spec: ReleaseSpec, assembled: AssembleResult, folder: Path, endpoint
             return None if code is None else f"the canary Triton exited with code {code}"
 
         yield triton.http_url, facts, alive
-        graceful = False
     finally:
         if later is None:
-            triton.stop(graceful=graceful)
-        else:  # its stop runs beside the judging, on a thread joined by ``later``
-            later.callback(triton.stop_in_background(graceful=graceful).join)
+            triton.stop()
+        else:  # everything is read from it: its shutdown (seconds) runs beside the judging, joined by ``later``
+            later.callback(triton.stop_in_background().join)
 
 
 def serve_and_replay(

@@ -24,7 +24,6 @@ import atexit
 import json
 import os
 import shutil
-import signal
 import secrets
 import subprocess
 import tempfile
@@ -374,16 +373,8 @@ class LocalTriton:
                 )
             time.sleep(0.1)
 
-    def stop(self, *, remove_work_dir: bool = True, graceful: bool = True) -> None:
-        """Close clients, SIGTERM the server, wait, then SIGKILL its process group. Idempotent.
-
-        ``graceful=False``: SIGKILL the server and its stubs at once, for a caller that has read
-        everything it needs and sends no more requests (the canary once its load phase is over).
-        Unloading first is what takes the time: Triton's python stub ends about a second after it is
-        asked to (1.1 s per python model, measured on this Triton; the iris canary's stop took 2.3 s).
-        The log keeps what the server wrote until then, and the stubs' shared memory is removed as after
-        a graceful stop.
-        """
+    def stop(self, *, remove_work_dir: bool = True) -> None:
+        """Close clients, SIGTERM the server, wait, then SIGKILL its process group. Idempotent."""
         with self._lock:
             clients, self._clients = self._clients, []
         for c in clients:
@@ -395,15 +386,13 @@ class LocalTriton:
         if proc is not None:
             from ..local.procs import stop_group
 
-            if not graceful:
-                stop_group(proc, timeout=self.exit_timeout, sig=signal.SIGKILL, kill_rest=True)
-            else:
-                if proc.poll() is None and self.model_control == "explicit":
-                    self._unload_everything(min(5.0, self.exit_timeout / 2))
-                # start_new_session: the server leads its own group. SIGTERM to the server alone (it
-                # stops its stubs), then SIGKILL the group: the server if it ignored SIGTERM, and any
-                # python stub it left behind, until they are gone
-                stop_group(proc, timeout=self.exit_timeout, leader_only=True, kill_rest=True)
+            if proc.poll() is None and self.model_control == "explicit":
+                self._unload_everything(min(5.0, self.exit_timeout / 2))
+
+            # start_new_session: the server leads its own group. SIGTERM to the server alone (it
+            # stops its stubs), then SIGKILL the group: the server if it ignored SIGTERM, and any
+            # python stub it left behind, until they are gone
+            stop_group(proc, timeout=self.exit_timeout, leader_only=True, kill_rest=True)
             atexit.unregister(self._atexit_stop)
             for region in Path("/dev/shm").glob(f"{self._shm_prefix}*"):
                 region.unlink(missing_ok=True)
@@ -448,7 +437,7 @@ class LocalTriton:
                 return
             time.sleep(0.02)
 
-    def stop_in_background(self, *, remove_work_dir: bool = True, graceful: bool = True) -> threading.Thread:
+    def stop_in_background(self, *, remove_work_dir: bool = True) -> threading.Thread:
         """Start :meth:`stop` on a thread of its own and return it; the caller joins it before it returns.
 
         Triton's own shutdown takes seconds after SIGTERM (it unloads every model, waits for the
@@ -457,7 +446,7 @@ class LocalTriton:
         a daemon: the interpreter waits for it, and :meth:`stop` reaps the server and kills what is
         left of its process group exactly as in the foreground.
         """
-        thread = threading.Thread(target=self.stop, kwargs={"remove_work_dir": remove_work_dir, "graceful": graceful},
+        thread = threading.Thread(target=self.stop, kwargs={"remove_work_dir": remove_work_dir},
                                   name=f"local-triton-stop-{self.pid}", daemon=False)
         thread.start()
         return thread
