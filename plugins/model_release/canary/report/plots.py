@@ -20,9 +20,9 @@ import numpy as np
 
 from ...webpage import (
     CANDIDATE_COLOUR, CHAMPION_COLOUR, FAILED_COLOUR, LABEL_LINE, LEGEND_ROW, TICK_PAD, TITLE_LINE, decade_axis, esc,
-    X_NUMBERS, fixed_margins, legend_above, log_axis, new_figure, placeholder_html, plot_html, style_axes, text_inches,
+    X_NUMBERS, fixed_margins, legend_above, log_axis, new_figure, number_inches, placeholder_html, plot_html, style_axes,
+    text_inches,
 )
-from ...webpage import number_inches as _number_inches
 
 
 def _figure(width: float, height: float) -> Any:
@@ -154,7 +154,7 @@ def tuning(tuning_: dict[str, Any] | None, label: str, caption: str, *, missing:
         why = (tuning_ or {}).get("skipped") or missing
         return placeholder_html(label, why, caption)
     throughputs = [t.get("throughput_rows_per_s") for t in trials if isinstance(t.get("throughput_rows_per_s"), int | float)]
-    fig = fixed_margins(_figure(5.6, 3.2), left=TICK_PAD + _number_inches(throughputs) + LABEL_LINE + 0.1,
+    fig = fixed_margins(_figure(5.6, 3.2), left=TICK_PAD + number_inches(throughputs) + LABEL_LINE + 0.1,
                         bottom=X_NUMBERS, top=LEGEND_ROW + 0.06, right=0.3)
     ax = fig.add_subplot()
     style_axes(ax)
@@ -200,7 +200,7 @@ def predicted(data: dict[str, Any] | None, label: str, caption: str, *, missing:
     else:
         edges = np.asarray(data["edges"], dtype=np.float64)
         counts = list(data["candidate"]) + list(theirs or [])
-        fig = fixed_margins(_figure(5.6, 3.0), left=TICK_PAD + _number_inches(counts) + LABEL_LINE + 0.1, bottom=X_NUMBERS,
+        fig = fixed_margins(_figure(5.6, 3.0), left=TICK_PAD + number_inches(counts) + LABEL_LINE + 0.1, bottom=X_NUMBERS,
                             top=LEGEND_ROW + 0.06, right=0.3)
         ax = fig.add_subplot()
         style_axes(ax)
@@ -221,7 +221,7 @@ def residuals(data: dict[str, Any] | None, label: str, caption: str, *, missing:
         return placeholder_html(label, missing, caption)
     t = np.asarray(data["target"], dtype=np.float64)
     spread = [np.asarray(data[k], dtype=np.float64) - t for k in ("candidate", "champion") if data.get(k) is not None]
-    fig = fixed_margins(_figure(5.6, 3.2), left=TICK_PAD + _number_inches(np.concatenate(spread) if spread else [1.0])
+    fig = fixed_margins(_figure(5.6, 3.2), left=TICK_PAD + number_inches(np.concatenate(spread) if spread else [1.0])
                         + LABEL_LINE + 0.1, bottom=X_NUMBERS, top=LEGEND_ROW + 0.06, right=0.3)
     ax = fig.add_subplot()
     style_axes(ax)
@@ -246,7 +246,7 @@ def parity_errors(name: str, data: dict[str, Any], label: str, caption: str) -> 
     if data.get("skipped"):
         return placeholder_html(label, data["skipped"], caption)
     edges = 10.0 ** np.asarray(data["log10_edges"], dtype=np.float64)
-    fig = fixed_margins(_figure(5.0, 2.8), left=TICK_PAD + _number_inches(data["counts"]) + LABEL_LINE + 0.1,
+    fig = fixed_margins(_figure(5.0, 2.8), left=TICK_PAD + number_inches(data["counts"]) + LABEL_LINE + 0.1,
                         bottom=X_NUMBERS, top=(LEGEND_ROW if data.get("atol") else 0.0) + 0.12, right=0.3)
     ax = fig.add_subplot()
     style_axes(ax)
