@@ -6,6 +6,20 @@ from __future__ import annotations
 from typing import Any
 
 
+def capture_plots(monkeypatch: Any, module: Any) -> list[tuple[str, Any]]:
+    """Every figure ``module`` hands to its ``plot_html`` from now on, with its label, as a list that fills up;
+    the page is still drawn as it would be."""
+    drawn: list[tuple[str, Any]] = []
+    real = module.plot_html
+
+    def keep(fig: Any, label: str, caption: str) -> str:
+        drawn.append((label, fig))
+        return real(fig, label, caption)
+
+    monkeypatch.setattr(module, "plot_html", keep)
+    return drawn
+
+
 def agg_renderer(fig: Any) -> Any:
     """Matplotlib's Agg renderer for the figure; imported here, not at collection on every xdist worker."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg

@@ -15,20 +15,12 @@ from bench_report_plots import classifier_report, regressor_report  # noqa: E402
 
 from model_release.canary.report.page import render_html  # noqa: E402
 
-from ..plot_layout import agg_renderer, assert_laid_out  # noqa: E402
+from ..plot_layout import agg_renderer, assert_laid_out, capture_plots  # noqa: E402
 
 
 @pytest.fixture
 def figures(monkeypatch):  # noqa: ANN201
-    drawn = []
-    real = plots.plot_html
-
-    def keep(fig, label, caption):  # noqa: ANN001, ANN202
-        drawn.append((label, fig))
-        return real(fig, label, caption)
-
-    monkeypatch.setattr(plots, "plot_html", keep)
-    return drawn
+    return capture_plots(monkeypatch, plots)
 
 
 @pytest.mark.parametrize("make", [classifier_report, regressor_report])

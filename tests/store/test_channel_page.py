@@ -22,7 +22,7 @@ from model_release.store.keys import MANIFEST, page_key
 from model_release.types import CanaryResult
 from model_release.workspace import Workspace
 
-from ..plot_layout import assert_laid_out
+from ..plot_layout import assert_laid_out, capture_plots
 from .support import TriggerBackend, make_release
 
 
@@ -91,9 +91,7 @@ def test_the_history_plot_is_laid_out_at_fixed_margins_with_every_text_inside(tm
     """Wide tick numbers (a p99 in the thousands of ms) and many releases (two-line dates under each)."""
     from model_release.store import history_page
 
-    drawn = []
-    real = history_page.plot_html
-    monkeypatch.setattr(history_page, "plot_html", lambda fig, label, caption: drawn.append((label, fig)) or real(fig, label, caption))
+    drawn = capture_plots(monkeypatch, history_page)
     store = open_store((tmp_path / "store").as_uri())
     for i in range(1, 13):
         promote(_release(tmp_path, f"r{i}", 0.9 + i / 200, 3.5 * 10 ** (i % 4)), f"r{i}", store, "production")

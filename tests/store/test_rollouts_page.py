@@ -20,7 +20,7 @@ from model_release.store import rollouts_page
 from model_release.store.keys import page_key, rollouts_prefix
 from model_release.store.rollouts_page import MAX_PLOTTED, MAX_POINTS, MAX_ROLLOUTS, read_rollouts, rollouts_html
 
-from ..plot_layout import assert_laid_out
+from ..plot_layout import assert_laid_out, capture_plots
 from .support import make_release
 
 CHANNEL = "production"
@@ -122,9 +122,7 @@ def test_a_watch_rollback_shows_its_sentence_figures_servers_back_and_the_pointe
 
 def test_a_rollouts_plot_is_laid_out_at_fixed_margins_with_every_text_inside(tmp_path, monkeypatch) -> None:
     """Two watched waves, each figure on an axes of its own, the legend above them."""
-    drawn = []
-    real = rollouts_page.plot_html
-    monkeypatch.setattr(rollouts_page, "plot_html", lambda fig, label, caption: drawn.append((label, fig)) or real(fig, label, caption))
+    drawn = capture_plots(monkeypatch, rollouts_page)
     store = _store(tmp_path)
     _good_rollout(store)
     write_channel_page(store, CHANNEL)
