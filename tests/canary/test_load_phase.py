@@ -13,6 +13,7 @@ from model_release.pipeline import run_stage
 from model_release.repository.config import read_config
 from model_release.repository.lint import lint_repository
 
+from ..not_about_latency import LOAD as NOT_ABOUT_LATENCY
 from .support import LEAF, make_release, served_champion
 
 #: Not ``serial``: these run in make test's parallel part. Each verdict is far from its limit or tolerant by
@@ -101,11 +102,17 @@ def test_a_triton_killed_during_the_load_phase_blocks_with_the_reason(tmp_path, 
     # no process is left: tests/conftest.py fails the session if the server or a stub survived
 
 
-def test_tuning_writes_a_config_that_lints_loads_and_is_at_least_as_fast_as_the_default(tmp_path, iris, iris_repository) -> None:
+def test_tuning_ships_a_linted_config_at_least_as_fast_as_the_default_and_a_release_of_its_shape_carries_it(
+        tmp_path, iris, iris_repository) -> None:
+    """One search (the release has no champion), then the next release of the same models with that release as
+    its served champion: the champion's setting is carried, served and shipped, with no trial."""
     onnx_path, golden, reference = iris
     tune = {"enabled": True, "trial_s": 0.6, "budget_s": 20, "instances": [1, 2], "dynamic_batching": [False, True],
             "max_queue_delay_us": [500]}
-    release = make_release(tmp_path, iris_repository, onnx_path, golden, reference, canary={"load": LOAD, "tune": tune})
+    # the ratio limits of the tests not about latency: the second release is judged against a champion, and this
+    # test asserts no latency figure (both releases need the same load settings: tuning's fingerprint reads them)
+    load = {**LOAD, **{k: NOT_ABOUT_LATENCY[k] for k in ("max_p99_ratio", "min_throughput_ratio")}}
+    release = make_release(tmp_path, iris_repository, onnx_path, golden, reference, canary={"load": load, "tune": tune})
     result = _run(release)
     tuning = _report(release)["tuning"]
     # the template's own setting is the first trial, then the grid: 1 or 2 instances, batching off or at 500 us
@@ -127,3 +134,30 @@ def test_tuning_writes_a_config_that_lints_loads_and_is_at_least_as_fast_as_the_
     # the gate's load phase ran on the configuration that ships, without an error
     assert _report(release)["load_phase"]["candidate"]["errors"] == 0
     assert leaf_models(release.assembled) == [LEAF]
+    assert tuning["carried_from"] is None and tuning["measured_in"] == "iris-test"
+    assert tuning["reuse"] == "searched: no served champion whose setting could be carried"
+
+    # the next release of this shape, judged against that one promoted: its manifest's figures are the stage's
+    figures = json.loads(json.dumps(result.figures))
+    assert figures["tuning"]["fingerprint"] == tuning["fingerprint"]
+    carried = {"instances": 2, "dynamic_batching": True, "max_queue_delay_us": 500, "preferred_batch_sizes": []}
+    assert carried != tuning["default"]  # a setting the template does not have, so serving it is a reload to see
+    figures["tuning"].update(chosen=carried, chosen_label="2 instance(s), dynamic batching, max queue delay 500 us")
+    champion = served_champion(iris_repository, tmp_path)
+    champion.manifest = {"canary": {"figures": figures}}
+    second = make_release(tmp_path / "second", iris_repository, onnx_path, golden, reference, release_id="iris-next",
+                          canary={"load": load, "tune": tune})
+    result = _run(second, champion)
+    again = _report(second)["tuning"]
+    assert again["trials"] == [] and again["confirm"] is None and again["carried_from"] == "iris-champion"
+    assert again["fingerprint"] == tuning["fingerprint"] and again["measured_in"] == "iris-test"
+    assert again["measured_at"] == tuning["measured_at"] and again["chosen"] == carried
+    assert again["reuse"].startswith("carried from the champion release iris-champion: the same fingerprint")
+    assert again["reloads"] == 1  # served before the load phase measured it
+    config = read_config(f"{result.repository_dir}/{LEAF}/config.pbtxt")
+    assert config.instance_group[0].count == 2 and config.dynamic_batching.max_queue_delay_microseconds == 500
+    assert lint_repository(result.repository_dir).errors == []
+    assert _report(second)["load_phase"]["candidate"]["errors"] == 0
+    assert result.figures["tuning"]["carried_from"] == "iris-champion"  # the next release may carry it on
+    html = (second.workspace.stage_dir("canary") / "report.html").read_text()
+    assert "Tuning (carried)" in html and "No trials: 2 instance(s), dynamic batching" in html

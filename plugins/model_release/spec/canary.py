@@ -118,6 +118,14 @@ class TuneSpec(_Strict):
     meets the SLO (``canary.p99_ms``) and the champion ratio is written into the release's
     config.pbtxt (re-linted), then confirmed against the template's own configuration; the trials
     are recorded in the report and the manifest.
+
+    ``reuse_days``: when the served champion's setting was measured at most this many days ago for a
+    release of the same shape (the same tuning fingerprint: its leaf models' graphs without their
+    weights, every other file of its models, this grid, the load phase's concurrency and batch size,
+    the latency limits and the canary server), it is carried instead of searched again: a retrained
+    model of one architecture costs what the last one did, and its setting does not flap with the
+    canary's noise from release to release. The load phase still measures the candidate under it
+    against the champion. 0 searches on every release.
     """
 
     enabled: bool = False
@@ -127,6 +135,7 @@ class TuneSpec(_Strict):
     dynamic_batching: list[bool] = Field([False, True], min_length=1)
     max_queue_delay_us: list[int] = Field([100, 2000], min_length=1)
     preferred_batch_sizes: list[list[int]] = Field([[]], min_length=1)
+    reuse_days: float = Field(7.0, ge=0, le=3650)
 
     @field_validator("instances")
     @classmethod

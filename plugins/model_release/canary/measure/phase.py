@@ -40,7 +40,9 @@ def under_load(spec: ReleaseSpec, server: TritonServer, url: str, assembled: Ass
     runner = latency.load_runner(url, server, entries, golden, spec.canary.load, alive=alive)
     try:
         if spec.canary.tune.enabled:
-            report.tuning = tune(spec, server, runner, assembled, folder, champion_target=latency.CHAMPION in entries)
+            report.tuning = tune(spec, server, runner, assembled, folder, champion_target=latency.CHAMPION in entries,
+                                 champion=champion if with_champion else None, release_id=report.release_id,
+                                 canary=report.server)
         measured = latency.load_phase(runner, list(entries), spec.canary.load, confidence=spec.canary.confidence, progress=lambda line: log.info("canary: %s", line))
     finally:
         runner.close()

@@ -11,6 +11,9 @@ counterbalanced measurements (pick, default, default, pick) and kept only if it 
 fast; the configuration kept stays loaded for the gate's load phase, and is written into a copy of the release's repository
 (config.pbtxt through Triton's ModelConfig protobuf, re-linted), which is what gets promoted.
 
+A champion tuned for a release of the same shape, recently, is not searched again: its kept setting
+is carried, served and written the same way (:mod:`.carry`, ``canary.tune.reuse_days``).
+
 A setting already served is not loaded again (:class:`Leaves`; a reload costs seconds on the CPU
 canary): the template's own at the first trial, the pick when the grid's last trial left it loaded,
 the default's second window, and the pick that ships after the confirmation ended on it.
@@ -22,7 +25,9 @@ import itertools
 import logging
 import shutil
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +36,8 @@ from ...repository.config import CONFIG_FILE, read_config, write_config
 from ...spec import ReleaseSpec
 from ...triton.server import TritonServer
 from ...types import AssembleResult
+from ..champion import Champion
+from .carry import Carried, carried, fingerprint
 from .load import LoadRunner, Measurement
 
 log = logging.getLogger(__name__)
@@ -103,8 +110,12 @@ def leaf_models(assembled: AssembleResult) -> list[str]:
 
 
 def tune(spec: ReleaseSpec, server: TritonServer, runner: LoadRunner, assembled: AssembleResult, folder: Path,
-         *, champion_target: bool) -> dict[str, Any]:
-    """Search, pick, confirm and write the serving configuration; return what the report keeps.
+         *, champion_target: bool, champion: Champion | None = None, release_id: str = "",
+         canary: Mapping[str, Any] | None = None, now: datetime | None = None) -> dict[str, Any]:
+    """Search, pick, confirm and write the serving configuration (or carry the champion's); return what the report keeps.
+
+    ``champion``, ``canary`` (the report's server facts) and ``now``: whether the champion's setting
+    is carried instead (:mod:`.carry`); ``release_id``: where a search's setting was measured.
 
     Raises:
         CanaryRejected: Triton refused a setting (its message quoted).
@@ -113,9 +124,16 @@ def tune(spec: ReleaseSpec, server: TritonServer, runner: LoadRunner, assembled:
     leaves = leaf_models(assembled)
     if not leaves:
         return {"skipped": "the release has no leaf model to tune (only python steps and ensembles)"}
-    default = setting_of(read_config(Path(assembled.repository_dir) / leaves[0] / CONFIG_FILE))
+    root = Path(assembled.repository_dir)
+    default = setting_of(read_config(root / leaves[0] / CONFIG_FILE))
     served = Leaves(server, {m: server.config(m) for m in leaves})  # as served (the CPU canary's shim, on the local Triton)
     started = time.perf_counter()
+    now = now or datetime.now(timezone.utc)
+    mine = fingerprint(spec, root, [*assembled.load_order, assembled.entry_model], leaves, canary or {})
+    carry, reuse = carried(spec, champion, mine, now)
+    log.info("canary: tuning %s", reuse)
+    if carry is not None:
+        return _carry(served, carry, root, folder, leaves, default, mine, reuse, started)
     limit, why = _p99_limit(spec, runner, champion_target)
     trials = []
     for setting in grid(spec, default):
@@ -125,7 +143,7 @@ def tune(spec: ReleaseSpec, server: TritonServer, runner: LoadRunner, assembled:
         trials.append({"setting": asdict(setting), "label": setting.label(), **_trial(spec, served, runner, setting)})
     fit = [t for t in trials if not t["errors"] and (limit is None or t["p99_ms"] <= limit)]
     best = max(fit, key=lambda t: t["throughput_rows_per_s"]) if fit else trials[0]
-    chosen = Setting(**{**best["setting"], "preferred_batch_sizes": tuple(best["setting"]["preferred_batch_sizes"])})
+    chosen = _setting(best["setting"])
     confirm = _confirm(spec, served, runner, chosen, default) if chosen != default else None
     kept_default = confirm is not None and confirm["chosen_throughput"] < confirm["default_throughput"]
     final = default if kept_default else chosen
@@ -136,7 +154,29 @@ def tune(spec: ReleaseSpec, server: TritonServer, runner: LoadRunner, assembled:
         "seconds": round(time.perf_counter() - started, 3), "trials": trials, "default": asdict(default),
         "chosen": asdict(final), "chosen_label": final.label(), "kept_default": kept_default, "confirm": confirm,
         "reloads": served.reloads, "reloads_skipped": served.skipped, "repository": str(repository),
+        "fingerprint": mine, "reuse": reuse, "carried_from": None, "measured_in": release_id, "measured_at": now.isoformat(),
     }
+
+
+def _carry(served: Leaves, carry: Carried, root: Path, folder: Path, leaves: list[str], default: Setting,
+           mine: dict[str, Any], reuse: str, started: float) -> dict[str, Any]:
+    """Serve and write the champion's setting, no trial: the load phase measures the candidate under it."""
+    setting = _setting(carry.setting)
+    served.load(setting)
+    repository = write_tuned(root, folder / "tuned" / "models", leaves, setting)
+    return {
+        "leaves": leaves, "p99_limit_ms": None, "p99_limit": "no search: " + reuse, "budget_s": None,
+        "seconds": round(time.perf_counter() - started, 3), "trials": [], "default": asdict(default),
+        "chosen": asdict(setting), "chosen_label": setting.label(), "kept_default": carry.kept_default, "confirm": None,
+        "reloads": served.reloads, "reloads_skipped": served.skipped, "repository": str(repository),
+        "fingerprint": mine, "reuse": reuse, "carried_from": carry.carried_from, "measured_in": carry.measured_in,
+        "measured_at": carry.measured_at,
+    }
+
+
+def _setting(fields: Mapping[str, Any]) -> Setting:
+    """A Setting from its report form (``asdict``: lists for tuples)."""
+    return Setting(**{**fields, "preferred_batch_sizes": tuple(fields.get("preferred_batch_sizes") or ())})
 
 
 class Leaves:

@@ -102,7 +102,8 @@ class CanaryReport:
             "champion": (self.champion or {}).get("release_id") or (self.champion or {}).get("name"),
             "gates": {g["name"]: gate_status(g) for g in self.gates or []},
             "load_champion": {k: ((self.load_phase or {}).get("champion") or {}).get(k) for k in ("p99_ms", "throughput_rows_per_s")},
-            "tuning": {k: (self.tuning or {}).get(k) for k in ("chosen_label", "chosen", "kept_default", "confirm", "trials")}
+            "tuning": {k: (self.tuning or {}).get(k) for k in ("chosen_label", "chosen", "kept_default", "confirm", "trials",
+                                                                "fingerprint", "measured_in", "measured_at", "carried_from")}
             if self.tuning and "trials" in self.tuning else None,
         }
 

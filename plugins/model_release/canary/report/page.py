@@ -271,6 +271,16 @@ def _parity_section(report: dict[str, Any]) -> list[str]:
 # --- the details, collapsed ---------------------------------------------------------------------------
 
 
+def _reuse(tuning: dict[str, Any]) -> str:
+    """Why the setting was searched or carried, and the fingerprint a later release compares (canary.tune.reuse_days)."""
+    fp = tuning.get("fingerprint") or {}
+    if not tuning.get("reuse"):
+        return ""
+    parts = ", ".join(f"{k} {str(v)[:12]}" for k, v in (fp.get("parts") or {}).items())
+    return (f"<p class='small'>{esc(tuning['reuse'])}. Measured in {esc(tuning.get('measured_in'))} at "
+            f"{esc(tuning.get('measured_at'))}; tuning fingerprint {esc(str(fp.get('digest'))[:12])} ({esc(parts)})</p>")
+
+
 def _table(rows: list[Mapping[str, Any]], columns: list[str]) -> str:
     if not rows:
         return "<p class='muted'>none</p>"
@@ -336,7 +346,11 @@ def _details(report: dict[str, Any], d: Decision) -> list[str]:
         section("Tuning trials", f"<p>kept: <b>{esc(tuning.get('chosen_label'))}</b>"
                 f"{' (the template default: the pick was not faster when confirmed)' if tuning.get('kept_default') else ''}; "
                 f"p99 limit {number(tuning.get('p99_limit_ms'), 'ms')} ({esc(tuning.get('p99_limit', ''))})</p>"
-                + _table(trials, ["#", "label", "throughput_rows_per_s", "p50_ms", "p99_ms", "errors", "requests"]))
+                + _table(trials, ["#", "label", "throughput_rows_per_s", "p50_ms", "p99_ms", "errors", "requests"])
+                + _reuse(tuning))
+    elif tuning.get("carried_from"):
+        section("Tuning (carried)", f"<p>served and shipped: <b>{esc(tuning.get('chosen_label'))}</b>, no trials</p>"
+                + _reuse(tuning))
     timing = dict(report.get("timing") or {})
     if report.get("slo"):
         timing.update({f"slo_{k}": v for k, v in report["slo"].items()})

@@ -151,7 +151,10 @@ def tuning(tuning_: dict[str, Any] | None, label: str, caption: str, *, missing:
     """Each tuning trial's throughput against its p99; the configuration kept is circled."""
     trials = (tuning_ or {}).get("trials") or []
     if not trials:
-        why = (tuning_ or {}).get("skipped") or missing
+        carried_from = (tuning_ or {}).get("carried_from")
+        why = (tuning_ or {}).get("skipped") or (
+            f"No trials: {tuning_.get('chosen_label')} was carried from the champion {carried_from} "
+            f"(measured in {tuning_.get('measured_in')}, same tuning fingerprint)" if carried_from else missing)
         return placeholder_html(label, why, caption)
     throughputs = [t.get("throughput_rows_per_s") for t in trials if isinstance(t.get("throughput_rows_per_s"), int | float)]
     fig = fixed_margins(_figure(5.6, 3.2), left=TICK_PAD + number_inches(throughputs) + LABEL_LINE + 0.1,

@@ -1,0 +1,195 @@
+"""Unit tests of carrying a champion's tuned setting (canary.tune.reuse_days): the ONNX structure digest, the
+tuning fingerprint's parts, and the decision at its boundaries. No server: the carried release on a real
+Triton is tests/canary/test_load_phase.py's tuning test."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from model_release.canary.champion import NATIVE, SERVED, Champion
+from model_release.canary.measure.carry import carried, fingerprint
+from model_release.errors import AssembleError
+from model_release.repository.onnx_io import structure_digest
+from model_release.spec import parse_spec
+
+NOW = datetime(2026, 12, 4, 12, 0, tzinfo=timezone.utc)
+LOCAL = {"mode": "local", "description": "python-backend onnxruntime shim", "version": "2.59.0",
+         "url": "127.0.0.1:40001"}
+SETTING = {"instances": 2, "dynamic_batching": True, "max_queue_delay_us": 500, "preferred_batch_sizes": []}
+
+
+def _spec(**tune):  # noqa: ANN003, ANN202
+    return parse_spec({"name": "iris", "model": {"name": "m", "alias": "candidate"},
+                       "canary": {"tune": {"enabled": True, **tune}}})
+
+
+def _linear(path: Path, *, seed: int, features: int = 4, classes: int = 3, activation: str = "Softmax",
+            note: str = "") -> Path:
+    """A linear classifier graph (MatMul, Add, an activation) with weights drawn from ``seed``, and a
+    LinearClassifier-like float-list attribute holding the same coefficients."""
+    rng = np.random.default_rng(seed)
+    w = numpy_helper.from_array(rng.normal(size=(features, classes)).astype(np.float32), "W")
+    b = numpy_helper.from_array(rng.normal(size=(classes,)).astype(np.float32), "B")
+    scale = helper.make_node("Constant", [], ["S"], value=numpy_helper.from_array(
+        rng.normal(size=(features,)).astype(np.float32)), name=f"const_{seed}")
+    nodes = [scale, helper.make_node("Mul", ["X", "S"], ["XS"]), helper.make_node("MatMul", ["XS", "W"], ["XW"]),
+             helper.make_node("Add", ["XW", "B"], ["Z"]),
+             helper.make_node(activation, ["Z"], ["P"], **({"axis": 1} if activation == "Softmax" else {})),
+             helper.make_node("Identity", ["P"], ["Y"], coefficients=rng.normal(size=features * classes).tolist(),
+                              name=f"coefficients_{seed}")]
+    graph = helper.make_graph(nodes, f"trained_{seed}", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, features])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [None, classes])], [w, b])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name=f"trainer {seed}")
+    if note:
+        helper.set_model_props(model, {"mlflow_run_id": note})
+    path.write_bytes(model.SerializeToString())  # not onnx.save: the Identity's coefficients are not a checked attribute
+    return path
+
+
+# --- the ONNX structure digest ---------------------------------------------------------------------------
+
+
+def test_a_graph_retrained_on_other_data_has_the_same_structure_digest(tmp_path) -> None:
+    first = _linear(tmp_path / "a.onnx", seed=1, note="run-a")
+    second = _linear(tmp_path / "b.onnx", seed=2, note="run-b")
+    assert first.read_bytes() != second.read_bytes()
+    assert structure_digest(first) == structure_digest(second)
+
+
+@pytest.mark.parametrize("change", [{"features": 5}, {"classes": 4}, {"activation": "Sigmoid"}])
+def test_another_architecture_size_or_input_changes_the_structure_digest(tmp_path, change) -> None:
+    assert structure_digest(_linear(tmp_path / "a.onnx", seed=1)) != structure_digest(_linear(tmp_path / "b.onnx", seed=1, **change))
+
+
+def test_two_scikit_learn_exports_of_one_pipeline_at_another_regularisation_share_the_digest(tmp_path) -> None:
+    from skl2onnx import to_onnx
+    from sklearn.datasets import load_iris
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    x, y = load_iris(return_X_y=True)
+    x = x.astype(np.float32)
+    paths = []
+    for c, columns in ((1.0, 4), (10.0, 4), (1.0, 3)):
+        model = make_pipeline(StandardScaler(), LogisticRegression(C=c, max_iter=500)).fit(x[:, :columns], y)
+        paths.append(tmp_path / f"c{c}-{columns}.onnx")
+        paths[-1].write_bytes(to_onnx(model, x[:1, :columns]).SerializeToString())
+    one, ten, fewer = (structure_digest(p) for p in paths)
+    assert one == ten and one != fewer  # the same shape retrained; one feature fewer is another model
+    assert onnx.load(str(paths[0])).SerializeToString() != onnx.load(str(paths[1])).SerializeToString()
+
+
+def test_a_missing_or_unreadable_onnx_file_is_an_assemble_error_naming_it(tmp_path) -> None:
+    with pytest.raises(AssembleError, match=r"'.*nowhere\.onnx' does not exist; give a path to an \.onnx file"):
+        structure_digest(tmp_path / "nowhere.onnx")
+    (tmp_path / "junk.onnx").write_bytes(b"not a protobuf \xff\xff")
+    with pytest.raises(AssembleError, match=r"junk\.onnx' is not a readable ONNX model .*; export it again"):
+        structure_digest(tmp_path / "junk.onnx")
+
+
+# --- the tuning fingerprint --------------------------------------------------------------------------------
+
+
+def _repository(root: Path, *, seed: int = 1, step: str = "def execute(): pass\n") -> Path:
+    (root / "leaf" / "1").mkdir(parents=True)
+    _linear(root / "leaf" / "1" / "model.onnx", seed=seed)
+    (root / "leaf" / "config.pbtxt").write_text('name: "leaf"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 64\n')
+    (root / "post" / "1").mkdir(parents=True)
+    (root / "post" / "1" / "model.py").write_text(step)
+    (root / "post" / "config.pbtxt").write_text('name: "post"\nbackend: "python"\n')
+    (root / "another_release").mkdir()
+    (root / "another_release" / "config.pbtxt").write_text(f'name: "another_release"  # {seed}\n')
+    return root
+
+
+def _print(root: Path, spec=None, server=LOCAL) -> dict:  # noqa: ANN001
+    return fingerprint(spec or _spec(), root, ["leaf", "post"], ["leaf"], server)
+
+
+def test_the_fingerprint_follows_the_shape_not_the_weights_and_says_which_part_changed(tmp_path) -> None:
+    base = _print(_repository(tmp_path / "a"))
+    assert _print(_repository(tmp_path / "b", seed=2)) == base  # retrained, and another model of the folder changed
+    changes = {
+        "models": _print(_repository(tmp_path / "c", step="def execute(): return 1\n")),  # a python step's code
+        "grid": _print(_repository(tmp_path / "d"), _spec(instances=[1, 2, 4])),
+        "load": _print(_repository(tmp_path / "e"), parse_spec({"name": "iris", "model": {"name": "m", "alias": "candidate"},
+                                                                 "canary": {"tune": {"enabled": True}, "load": {"concurrency": 8}}})),
+        "server": _print(_repository(tmp_path / "f"), server={**LOCAL, "version": "2.60.0"}),
+    }
+    for part, other in changes.items():
+        assert other["digest"] != base["digest"], part
+        assert [p for p in base["parts"] if other["parts"][p] != base["parts"][p]] == [part]
+    # the embedded Triton's port changes every start; a remote canary is told apart by its URL
+    assert _print(tmp_path / "a", server={**LOCAL, "url": "127.0.0.1:40999"}) == base
+    remote = {**LOCAL, "mode": "remote", "url": "https://canary-a:8000"}
+    assert _print(tmp_path / "a", server=remote) != _print(tmp_path / "a", server={**remote, "url": "https://canary-b:8000"})
+    # only the trial settings matter, not the budget or the reuse window
+    assert _print(tmp_path / "a", _spec(budget_s=5, reuse_days=1)) == base
+
+
+# --- carried or searched -------------------------------------------------------------------------------------
+
+
+def _champion(fp: dict, *, measured: datetime | str = NOW - timedelta(days=1), chosen=SETTING, kind=SERVED,  # noqa: ANN001
+              tuning: bool = True) -> Champion:
+    record = {"fingerprint": fp, "chosen": chosen, "chosen_label": "2 instance(s), dynamic batching, max queue delay 500 us",
+              "kept_default": False, "measured_in": "iris-1",
+              "measured_at": measured.isoformat() if isinstance(measured, datetime) else measured}
+    figures = {"tuning": record} if tuning else {"tuning": None}
+    return Champion(kind, "production", release_id="iris-2", name="release iris-2 (iris-classifier v2)",
+                    manifest={"canary": {"figures": figures}})
+
+
+FP = {"digest": "d" * 64, "parts": {"models": "m" * 64, "grid": "g" * 64, "load": "l" * 64, "server": "s" * 64}}
+
+
+def test_a_champion_of_the_same_fingerprint_measured_within_reuse_days_is_carried_with_where_it_was_measured() -> None:
+    carry, why = carried(_spec(reuse_days=7), _champion(FP, measured=NOW - timedelta(days=6.99)), FP, NOW)
+    assert carry is not None and carry.setting == SETTING and carry.carried_from == "iris-2" and carry.measured_in == "iris-1"
+    assert carry.measured_at == (NOW - timedelta(days=6.99)).isoformat() and carry.kept_default is False
+    assert why == ("carried from the champion release iris-2 (iris-classifier v2): the same fingerprint, measured 7.0 days "
+                   "ago in iris-1 (within canary.tune.reuse_days 7)")
+
+
+def test_a_setting_measured_just_over_reuse_days_ago_is_searched_again_saying_its_age() -> None:
+    carry, why = carried(_spec(reuse_days=7), _champion(FP, measured=NOW - timedelta(days=7.01)), FP, NOW)
+    assert carry is None
+    assert why == ("searched: the champion release iris-2 (iris-classifier v2)'s setting was measured 7.0 days ago in "
+                   "iris-1, over canary.tune.reuse_days 7")
+    assert carried(_spec(reuse_days=7.02), _champion(FP, measured=NOW - timedelta(days=7.01)), FP, NOW)[0] is not None
+
+
+def test_a_fingerprint_that_differs_is_searched_naming_the_parts() -> None:
+    mine = {"digest": "e" * 64, "parts": {**FP["parts"], "grid": "h" * 64, "server": "t" * 64}}
+    carry, why = carried(_spec(), _champion(FP), mine, NOW)
+    assert carry is None and why.endswith("was tuned for another shape (its fingerprint differs in: grid, server)")
+
+
+@pytest.mark.parametrize(("champion", "spec", "expected"), [
+    (None, {}, "searched: no served champion whose setting could be carried"),
+    (_champion(FP, kind=NATIVE), {}, "searched: no served champion whose setting could be carried"),
+    (_champion(FP), {"reuse_days": 0}, "searched: canary.tune.reuse_days is 0 (a search on every release)"),
+    (_champion(FP, tuning=False), {}, "searched: the champion release iris-2 (iris-classifier v2) kept no tuning "
+                                      "fingerprint (it was released without tuning, or before fingerprints were kept)"),
+    (_champion(FP, chosen={"instances": 0, "dynamic_batching": True}), {}, "kept no tuning fingerprint"),
+    (_champion(FP, chosen={"instances": 2, "dynamic_batching": True, "threads": 4}), {}, "kept no tuning fingerprint"),
+    (_champion(FP, measured="last tuesday"), {}, "'s tuning time 'last tuesday' is not an ISO 8601 time"),
+    (_champion(FP, measured="2026-12-03T12:00:00"), {}, "'s tuning time '2026-12-03T12:00:00' is not an ISO 8601 time"),
+])
+def test_without_a_usable_champion_record_tuning_searches_and_says_why(champion, spec, expected) -> None:  # noqa: ANN001
+    carry, why = carried(_spec(**spec), champion, FP, NOW)
+    assert carry is None and why.startswith("searched: ") and expected in why
+
+
+def test_reuse_days_is_validated_by_the_spec() -> None:
+    from model_release.errors import SpecError
+
+    with pytest.raises(SpecError, match="reuse_days"):
+        _spec(reuse_days=-1)
