@@ -12,6 +12,10 @@ The unavoidable parts, measured in the same run: the export stage, Triton loadin
 and the promotion's upload. Printed: the release's wall time over their sum (target at most 1.5x)::
 
     .venv/bin/python benchmarks/bench_release.py
+
+The measured release has the first's shape (one pipeline retrained), so it carries the champion's
+tuned setting instead of searching the grid (``canary.tune.reuse_days``), as a channel's scheduled
+release does; ``--search-tuning`` measures it searching, as a release of a new shape does.
 """
 
 from __future__ import annotations
@@ -155,7 +159,7 @@ def stage_times(timer: Timer) -> Any:
     pipeline.run_stage = timed
 
 
-def release_once(stack: Any, c: float) -> tuple[float, Any]:
+def release_once(stack: Any, c: float, *, search: bool = False) -> tuple[float, Any]:
     from model_release.demo import SPEC, train_iris
     from model_release.pipeline import Services, release
     from model_release.spec import load_spec
@@ -163,6 +167,9 @@ def release_once(stack: Any, c: float) -> tuple[float, Any]:
 
     train_iris(str(stack.tracking_uri), c=c)
     spec = load_spec(str(ROOT / SPEC))
+    if search:  # the champion's tuned setting is not carried: the grid is searched as on a first release
+        tune = spec.canary.tune.model_copy(update={"reuse_days": 0.0})
+        spec = spec.model_copy(update={"canary": spec.canary.model_copy(update={"tune": tune})})
     ws = Workspace(new_release_id(spec.name), str(stack.workspace))
     from model_release.errors import CanaryInconclusive, CanaryRejected
 
@@ -180,6 +187,9 @@ def release_once(stack: Any, c: float) -> tuple[float, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", type=float, default=1.5, help="the ratio to meet (exit 1 above it)")
+    parser.add_argument("--search-tuning", action="store_true",
+                        help="search the tuning grid in the measured release too (canary.tune.reuse_days 0) instead of "
+                             "carrying the champion's setting, as a release of another shape would")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     root = Path(tempfile.mkdtemp(prefix="bench-release-"))
@@ -199,11 +209,25 @@ def main(argv: list[str] | None = None) -> int:
                               AWS_SECRET_ACCESS_KEY=_MOTO_SECRET, AWS_DEFAULT_REGION="us-east-1")
             first, _ = release_once(stack, 1.0)
             first_seconds = timer.snapshot()
-            wall, (spec, outcome) = release_once(stack, 10.0)
+            wall, (spec, outcome) = release_once(stack, 10.0, search=args.search_tuning)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print_table(timer, first_seconds, wall, first, spec, args.target)
+    print_tuning(outcome)
     return 0 if ratio(timer, wall, spec) <= args.target else 1
+
+
+def print_tuning(outcome: Any) -> None:
+    """How the measured release's serving setting was chosen: carried from the champion, or searched."""
+    tuning = ((outcome.canary.figures if outcome is not None and outcome.canary is not None else None) or {}).get("tuning")
+    if not tuning:
+        print("tuning of the measured release: none recorded")
+    elif tuning.get("carried_from"):
+        print(f"tuning of the measured release: carried from the champion {tuning['carried_from']} (same fingerprint, "
+              f"measured in {tuning.get('measured_in')}), no trials; --search-tuning measures a search instead")
+    else:
+        confirm = " and a confirmation (pick, default, default, pick)" if tuning.get("confirm") else ""
+        print(f"tuning of the measured release: searched, {len(tuning.get('trials') or [])} trials{confirm}")
 
 
 def unavoidable(timer: Timer, spec: Any) -> dict[str, float]:
