@@ -193,3 +193,79 @@ def test_reuse_days_is_validated_by_the_spec() -> None:
 
     with pytest.raises(SpecError, match="reuse_days"):
         _spec(reuse_days=-1)
+
+
+# --- tune() with a setting to carry: served and shipped, no window measured ---------------------------
+
+
+LEAF_CONFIG = '''name: "leaf"
+platform: "onnxruntime_onnx"
+max_batch_size: 8
+input [ { name: "X" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "Y" data_type: TYPE_FP32 dims: [ 3 ] } ]
+instance_group [ { count: 1 kind: KIND_CPU } ]
+'''
+
+
+class _Server:
+    """The load API as tuning uses it: what it was asked to serve, as settings."""
+
+    def __init__(self, repository: Path) -> None:
+        self.repository, self.served = repository, []
+
+    def config(self, name: str):  # noqa: ANN201
+        from model_release.repository.config import read_config
+
+        return read_config(self.repository / name / "config.pbtxt")
+
+    def load_with_config(self, name: str, config) -> float:  # noqa: ANN001
+        from dataclasses import asdict
+
+        from model_release.canary.measure.tune import setting_of
+
+        self.served.append(asdict(setting_of(config)))
+        return 0.0
+
+
+class _Runner:
+    """Every window the same; records which were measured, for whom."""
+
+    def __init__(self) -> None:
+        self.windows: list[tuple[str, bool]] = []
+
+    def window(self, target: str, seconds: float, *, measure: bool = True):  # noqa: ANN201
+        from model_release.canary.measure.load import Histogram, Window
+
+        histogram = Histogram()
+        histogram.record(0.002)
+        self.windows.append((target, measure))
+        return Window(target, seconds, 1, 1000, 0, histogram)
+
+
+def _tune(tmp_path: Path) -> tuple[dict, _Server, _Runner]:
+    from model_release.canary.measure.tune import tune
+    from model_release.types import AssembleResult
+
+    repo = tmp_path / "models"
+    (repo / "leaf" / "1").mkdir(parents=True)
+    _linear(repo / "leaf" / "1" / "model.onnx", seed=3)
+    (repo / "leaf" / "config.pbtxt").write_text(LEAF_CONFIG)
+    spec = _spec(instances=[1, 2], dynamic_batching=[True], max_queue_delay_us=[500], trial_s=0.01)
+    mine = fingerprint(spec, repo, ["leaf"], ["leaf"], LOCAL)
+    assembled = AssembleResult(repository_dir=str(repo), manifest_path="", entry_model="leaf", load_order=["leaf"],
+                               models={"leaf": 1})
+    server, runner = _Server(repo), _Runner()
+    tuning = tune(spec, server, runner, assembled, tmp_path / "canary", champion_target=True, champion=_champion(mine),
+                  release_id="iris-3", canary=LOCAL, now=NOW)
+    return tuning, server, runner
+
+
+def test_a_carried_setting_is_served_and_shipped_without_a_window(tmp_path) -> None:
+    from model_release.repository.config import read_config
+
+    tuning, server, runner = _tune(tmp_path)
+    assert runner.windows == [] and server.served == [{**SETTING, "preferred_batch_sizes": ()}]
+    assert tuning["trials"] == [] and tuning["carried_from"] == "iris-2" and tuning["measured_in"] == "iris-1"
+    config = read_config(Path(tuning["repository"]) / "leaf" / "config.pbtxt")
+    assert config.instance_group[0].count == 2 and config.dynamic_batching.max_queue_delay_microseconds == 500
+
