@@ -134,7 +134,7 @@ def test_tuning_ships_a_linted_config_at_least_as_fast_as_the_default_and_a_rele
     # the gate's load phase ran on the configuration that ships, without an error
     assert _report(release)["load_phase"]["candidate"]["errors"] == 0
     assert leaf_models(release.assembled) == [LEAF]
-    assert tuning["carried_from"] is None and tuning["measured_in"] == "iris-test"
+    assert tuning["carried_from"] is None and tuning["measured_in"] == "iris-test" and tuning["complete"] is True
     assert tuning["reuse"] == "searched: no served champion whose setting could be carried"
 
     # the next release of this shape, judged against that one promoted: its manifest's figures are the stage's

@@ -23,6 +23,14 @@ LOCAL = {"mode": "local", "description": "python-backend onnxruntime shim", "ver
          "url": "127.0.0.1:40001"}
 SETTING = {"instances": 2, "dynamic_batching": True, "max_queue_delay_us": 500, "preferred_batch_sizes": []}
 
+LEAF_CONFIG = '''name: "leaf"
+platform: "onnxruntime_onnx"
+max_batch_size: 8
+input [ { name: "X" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "Y" data_type: TYPE_FP32 dims: [ 3 ] } ]
+instance_group [ { count: 1 kind: KIND_CPU } ]
+'''
+
 
 def _spec(**tune):  # noqa: ANN003, ANN202
     return parse_spec({"name": "iris", "model": {"name": "m", "alias": "candidate"},
@@ -86,6 +94,59 @@ def test_two_scikit_learn_exports_of_one_pipeline_at_another_regularisation_shar
     assert onnx.load(str(paths[0])).SerializeToString() != onnx.load(str(paths[1])).SerializeToString()
 
 
+def test_tree_ensembles_retrained_on_other_rows_match_and_another_size_or_depth_does_not(tmp_path) -> None:
+    """A retrain grows other branches (another node count) within the same tree count and depth limit."""
+    import xgboost
+    from onnxmltools import convert_xgboost
+    from onnxmltools.convert.common.data_types import FloatTensorType
+    from skl2onnx import to_onnx
+    from sklearn.datasets import load_iris
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.tree import DecisionTreeClassifier
+
+    x, y = load_iris(return_X_y=True)
+    x = x.astype(np.float32)
+    rows = [np.random.default_rng(seed).choice(150, 120, replace=False) for seed in (1, 2)]
+
+    def digest(model, rows, name):  # noqa: ANN001, ANN202
+        model.fit(x[rows], y[rows])
+        if isinstance(model, xgboost.XGBClassifier):
+            proto = convert_xgboost(model, initial_types=[("input", FloatTensorType([None, 4]))], target_opset=15)
+        else:
+            proto = to_onnx(model, x[:1], target_opset={"": 17, "ai.onnx.ml": 3})
+        (tmp_path / name).write_bytes(proto.SerializeToString())
+        return structure_digest(tmp_path / name), (tmp_path / name).stat().st_size
+
+    for make in (lambda: DecisionTreeClassifier(max_depth=3, random_state=0),
+                 lambda: RandomForestClassifier(n_estimators=12, max_depth=4, random_state=0),
+                 lambda: xgboost.XGBClassifier(n_estimators=8, max_depth=3, random_state=0)):
+        (first, size_a), (second, size_b) = (digest(make(), r, f"m{i}.onnx") for i, r in enumerate(rows))
+        assert first == second, make()
+    assert size_a != size_b  # the last pair's trees differ (other node counts) yet match
+    forest = digest(RandomForestClassifier(n_estimators=12, max_depth=4, random_state=0), rows[0], "a.onnx")[0]
+    assert digest(RandomForestClassifier(n_estimators=13, max_depth=4, random_state=0), rows[0], "b.onnx")[0] != forest
+    assert digest(RandomForestClassifier(n_estimators=12, max_depth=7, random_state=0), rows[0], "c.onnx")[0] != forest
+
+
+def _tiled(path: Path, repeats: list[int], *, note: str = "") -> Path:
+    node = helper.make_node("Tile", ["X", "R"], ["Y"])
+    if note:
+        node.metadata_props.add(key="trace", value=note)
+    graph = helper.make_graph([node], "tile", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, 4])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [None, None])],
+                              [numpy_helper.from_array(np.array(repeats, dtype=np.int64), "R")])
+    if note:
+        graph.metadata_props.add(key="run", value=note)
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+    return path
+
+
+def test_integer_tensors_are_structure_and_metadata_at_any_level_is_not(tmp_path) -> None:
+    once = structure_digest(_tiled(tmp_path / "a.onnx", [1, 1]))
+    assert structure_digest(_tiled(tmp_path / "b.onnx", [1000, 1])) != once  # 1000 times the rows out
+    assert structure_digest(_tiled(tmp_path / "c.onnx", [1, 1], note="/home/someone/run-7")) == once
+
+
 def test_a_missing_or_unreadable_onnx_file_is_an_assemble_error_naming_it(tmp_path) -> None:
     with pytest.raises(AssembleError, match=r"'.*nowhere\.onnx' does not exist; give a path to an \.onnx file"):
         structure_digest(tmp_path / "nowhere.onnx")
@@ -113,6 +174,31 @@ def _print(root: Path, spec=None, server=LOCAL) -> dict:  # noqa: ANN001
     return fingerprint(spec or _spec(), root, ["leaf", "post"], ["leaf"], server)
 
 
+def _with_warmup(root: Path, first_row: list[float]) -> Path:
+    """A leaf as assemble writes it: warm-up samples from the golden set's first row, named by its hash."""
+    from model_release.repository.config import read_config, write_config
+    from model_release.repository.warmup_samples import add_warmup
+
+    (root / "leaf" / "1").mkdir(parents=True)
+    _linear(root / "leaf" / "1" / "model.onnx", seed=1)
+    (root / "leaf" / "config.pbtxt").write_text(LEAF_CONFIG)
+    config = read_config(root / "leaf" / "config.pbtxt")
+    np.savez(root / "golden.npz", X=np.array([first_row, [9, 9, 9, 9]], dtype=np.float32))
+    add_warmup(config, root / "leaf", str(root / "golden.npz"))
+    write_config(root / "leaf" / "config.pbtxt", config)
+    return root
+
+
+def test_warm_up_samples_from_another_golden_row_keep_the_fingerprint(tmp_path) -> None:
+    a, b = _with_warmup(tmp_path / "a", [5.1, 3.5, 1.4, 0.2]), _with_warmup(tmp_path / "b", [6.3, 2.9, 5.6, 1.8])
+    names = [sorted(p.name for p in (r / "leaf" / "warmup").iterdir()) for r in (a, b)]
+    assert names[0] != names[1]  # each sample is named by its row's hash, and config.pbtxt names it
+    assert fingerprint(_spec(), a, ["leaf"], ["leaf"], LOCAL) == fingerprint(_spec(), b, ["leaf"], ["leaf"], LOCAL)
+    (b / "leaf" / "config.pbtxt").write_text((b / "leaf" / "config.pbtxt").read_text().replace("max_batch_size: 8",
+                                                                                               "max_batch_size: 16"))
+    assert fingerprint(_spec(), a, ["leaf"], ["leaf"], LOCAL) != fingerprint(_spec(), b, ["leaf"], ["leaf"], LOCAL)
+
+
 def test_the_fingerprint_follows_the_shape_not_the_weights_and_says_which_part_changed(tmp_path) -> None:
     base = _print(_repository(tmp_path / "a"))
     assert _print(_repository(tmp_path / "b", seed=2)) == base  # retrained, and another model of the folder changed
@@ -138,10 +224,11 @@ def test_the_fingerprint_follows_the_shape_not_the_weights_and_says_which_part_c
 
 
 def _champion(fp: dict, *, measured: datetime | str = NOW - timedelta(days=1), chosen=SETTING, kind=SERVED,  # noqa: ANN001
-              tuning: bool = True) -> Champion:
-    record = {"fingerprint": fp, "chosen": chosen, "chosen_label": "2 instance(s), dynamic batching, max queue delay 500 us",
-              "kept_default": False, "measured_in": "iris-1",
-              "measured_at": measured.isoformat() if isinstance(measured, datetime) else measured}
+              tuning: bool = True, complete: bool = True, record: object = None) -> Champion:
+    if record is None:
+        record = {"fingerprint": fp, "chosen": chosen, "kept_default": False, "measured_in": "iris-1", "complete": complete,
+                  "chosen_label": "2 instance(s), dynamic batching, max queue delay 500 us",
+                  "measured_at": measured.isoformat() if isinstance(measured, datetime) else measured}
     figures = {"tuning": record} if tuning else {"tuning": None}
     return Champion(kind, "production", release_id="iris-2", name="release iris-2 (iris-classifier v2)",
                     manifest={"canary": {"figures": figures}})
@@ -178,14 +265,29 @@ def test_a_fingerprint_that_differs_is_searched_naming_the_parts() -> None:
     (_champion(FP), {"reuse_days": 0}, "searched: canary.tune.reuse_days is 0 (a search on every release)"),
     (_champion(FP, tuning=False), {}, "searched: the champion release iris-2 (iris-classifier v2) kept no tuning "
                                       "fingerprint (it was released without tuning, or before fingerprints were kept)"),
-    (_champion(FP, chosen={"instances": 0, "dynamic_batching": True}), {}, "kept no tuning fingerprint"),
-    (_champion(FP, chosen={"instances": 2, "dynamic_batching": True, "threads": 4}), {}, "kept no tuning fingerprint"),
+    (_champion(FP, chosen={"instances": 0, "dynamic_batching": True}), {}, "has no setting that reads as one"),
+    (_champion(FP, chosen={"instances": 2, "dynamic_batching": True, "threads": 4}), {}, "has no setting that reads as one"),
+    (_champion(FP, chosen={**SETTING, "max_queue_delay_us": "500"}), {}, "has no setting that reads as one"),
+    (_champion(FP, chosen={**SETTING, "max_queue_delay_us": -1}), {}, "has no setting that reads as one"),
+    (_champion(FP, chosen={**SETTING, "preferred_batch_sizes": "8"}), {}, "has no setting that reads as one"),
+    (_champion(FP, chosen={**SETTING, "instances": True}), {}, "has no setting that reads as one"),
+    (_champion(FP, complete=False), {}, "came from a search cut short by canary.tune.budget_s"),
     (_champion(FP, measured="last tuesday"), {}, "'s tuning time 'last tuesday' is not an ISO 8601 time"),
-    (_champion(FP, measured="2026-12-03T12:00:00"), {}, "'s tuning time '2026-12-03T12:00:00' is not an ISO 8601 time"),
+    (_champion(FP, measured="2026-12-03T12:00:00"), {}, "'s tuning time '2026-12-03T12:00:00' has no UTC offset"),
+    (_champion(FP, measured=NOW + timedelta(days=1.5)), {}, "is 1.5 days in the future: the record or a clock is wrong"),
+    (_champion(FP, record={**FP}), {}, "kept no tuning fingerprint"),  # a record without its own fingerprint
+    (_champion(FP, record=["not", "a", "record"]), {}, "kept no tuning fingerprint"),
+    (_champion(FP, record={"fingerprint": "abc", "chosen": SETTING}), {}, "kept no tuning fingerprint"),
+    (_champion(FP, record={"fingerprint": {"digest": "x", "parts": "y"}}), {}, "differs in: models, grid, load, server"),
 ])
 def test_without_a_usable_champion_record_tuning_searches_and_says_why(champion, spec, expected) -> None:  # noqa: ANN001
     carry, why = carried(_spec(**spec), champion, FP, NOW)
     assert carry is None and why.startswith("searched: ") and expected in why
+
+
+def test_a_clock_a_little_behind_is_not_a_future_record() -> None:
+    carry, why = carried(_spec(), _champion(FP, measured=NOW + timedelta(hours=2)), FP, NOW)
+    assert carry is not None and "measured 0.0 days ago" in why
 
 
 def test_reuse_days_is_validated_by_the_spec() -> None:
@@ -196,15 +298,6 @@ def test_reuse_days_is_validated_by_the_spec() -> None:
 
 
 # --- tune() with a setting to carry: served and shipped, no window measured ---------------------------
-
-
-LEAF_CONFIG = '''name: "leaf"
-platform: "onnxruntime_onnx"
-max_batch_size: 8
-input [ { name: "X" data_type: TYPE_FP32 dims: [ 4 ] } ]
-output [ { name: "Y" data_type: TYPE_FP32 dims: [ 3 ] } ]
-instance_group [ { count: 1 kind: KIND_CPU } ]
-'''
 
 
 class _Server:

@@ -119,8 +119,8 @@ class TuneSpec(_Strict):
     config.pbtxt (re-linted), then confirmed against the template's own configuration; the trials
     are recorded in the report and the manifest.
 
-    ``reuse_days``: when the served champion's setting was measured at most this many days ago for a
-    release of the same shape (the same tuning fingerprint: its leaf models' graphs without their
+    ``reuse_days``: when the served champion's setting was measured at most this many days ago, by a
+    search over the whole grid, for a release of the same shape (the same tuning fingerprint: its leaf models' graphs without their
     weights, every other file of its models, this grid, the load phase's concurrency and batch size,
     the latency limits and the canary server), it is carried instead of searched again: a retrained
     model of one architecture costs what the last one did, and its setting does not flap with the

@@ -10,13 +10,19 @@ still judges the candidate under it against the champion.
 The fingerprint is a sha256 over four parts, each kept in the manifest so a mismatch says which:
 
 - ``models``: every file of the release's models, the leaf models' ONNX graphs by their structure
-  without weights (:func:`~model_release.repository.onnx_io.structure_digest`); anything else (a
-  TensorRT plan, a python step's code, a config.pbtxt as the template wrote it) byte for byte.
+  without weights (:func:`~model_release.repository.onnx_io.structure_digest`: a tree ensemble by
+  its number of trees and depth), warm-up samples by their size (each is named by a hash of the
+  golden row it holds, and config.pbtxt is read without those names); anything else (a python
+  step's code, a TensorRT plan, which holds its weights, so a release that builds one searches)
+  byte for byte.
 - ``grid``: ``canary.tune``'s grid and trial length.
 - ``load``: what tuning measures under and against: the load phase's concurrency and batch size,
   ``canary.p99_ms`` and ``canary.load.max_p99_ratio``.
 - ``server``: the canary: its mode, description and Triton version; for the embedded one the
   machine's architecture and core count, for a remote one its URL.
+
+Only a search that tried the whole grid is carried (``complete``: not one cut short by
+``canary.tune.budget_s``), and the age counts from that search, however often it was carried since.
 """
 
 from __future__ import annotations
@@ -25,13 +31,16 @@ import hashlib
 import json
 import os
 import platform
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from ...repository.config import CONFIG_FILE, read_config
 from ...repository.onnx_io import structure_digest
+from ...repository.warmup_samples import WARMUP_FOLDER
 from ...spec import ReleaseSpec
 from ..champion import SERVED, Champion
 
@@ -75,9 +84,30 @@ def _models_digest(repository: Path, models: list[str], leaves: set[str]) -> str
             key = path.relative_to(repository).as_posix()
             if model in leaves and path.suffix == ".onnx":
                 files[key] = "onnx-structure:" + structure_digest(path)
+            elif path.parent.name == WARMUP_FOLDER:  # a golden row, named by its hash: its size is the shape
+                files[_SAMPLE_HASH.sub("", key)] = f"warm-up sample of {path.stat().st_size} bytes"
+            elif path.name == CONFIG_FILE:
+                files[key] = _config_digest(path)
             else:
                 files[key] = hashlib.sha256(path.read_bytes()).hexdigest()
     return _digest(files)
+
+
+#: the row hash :func:`~model_release.repository.warmup_samples.add_warmup` names a sample by
+_SAMPLE_HASH = re.compile(r"-[0-9a-f]{12}$")
+
+
+def _config_digest(path: Path) -> str:
+    """A config.pbtxt without the warm-up samples' file names (each a hash of the golden row it holds)."""
+    try:
+        config = read_config(path)
+    except Exception:  # noqa: BLE001 - unparsable: compared byte for byte (lint refuses it before the canary anyway)
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    for sample in config.model_warmup:
+        for spec in sample.inputs.values():
+            if spec.input_data_file:
+                spec.input_data_file = _SAMPLE_HASH.sub("", spec.input_data_file)
+    return hashlib.sha256(config.SerializeToString(deterministic=True)).hexdigest()
 
 
 def _server_identity(server: Mapping[str, Any]) -> dict[str, Any]:
@@ -106,43 +136,71 @@ def carried(spec: ReleaseSpec, champion: Champion | None, mine: Mapping[str, Any
     """The champion's setting when it may be carried (else None), and the sentence why or why not.
 
     Carried only when ``canary.tune.reuse_days`` is above 0, the champion is served and its manifest's
-    tuning record has this release's fingerprint ``mine``, and it was measured at most
-    ``reuse_days`` before ``now`` (its ``measured_at``: a carried record keeps the search's own).
+    tuning record has this release's fingerprint ``mine``, came from a search that tried the whole
+    grid, and was measured at most ``reuse_days`` before ``now`` (its ``measured_at``: a carried
+    record keeps the search's own). A record that does not read as one (an older or hand-edited
+    manifest) is searched past, never an error.
     """
     days = spec.canary.tune.reuse_days
     if days <= 0:
         return None, "searched: canary.tune.reuse_days is 0 (a search on every release)"
     if champion is None or champion.kind != SERVED:
         return None, "searched: no served champion whose setting could be carried"
-    record = (((champion.manifest or {}).get("canary") or {}).get("figures") or {}).get("tuning") or {}
-    theirs = record.get("fingerprint") or {}
     who = champion.name or champion.release_id or "the champion"
-    if not theirs.get("digest") or not _a_setting(record.get("chosen")) or not record.get("measured_at"):
+    record = _dig(champion.manifest, "canary", "figures", "tuning")
+    if record is None or not isinstance(record.get("fingerprint"), dict):
         return None, (f"searched: the champion {who} kept no tuning fingerprint (it was released without tuning, or "
                       "before fingerprints were kept)")
-    if theirs["digest"] != mine["digest"]:
-        differ = [p for p, d in mine["parts"].items() if (theirs.get("parts") or {}).get(p) != d] or ["version"]
+    theirs = record["fingerprint"]
+    if theirs.get("digest") != mine["digest"]:
+        parts = theirs.get("parts") if isinstance(theirs.get("parts"), dict) else {}
+        differ = [p for p, d in mine["parts"].items() if parts.get(p) != d] or ["version"]
         return None, (f"searched: the champion {who} was tuned for another shape (its fingerprint differs in: "
                       f"{', '.join(differ)})")
+    if not _a_setting(record.get("chosen")):
+        return None, f"searched: the champion {who}'s tuning record has no setting that reads as one: {record.get('chosen')!r}"
+    if record.get("complete") is not True:
+        return None, (f"searched: the champion {who}'s setting came from a search cut short by canary.tune.budget_s "
+                      "(not every setting of the grid was tried)")
+    when = record.get("measured_at")
     try:
-        measured = datetime.fromisoformat(record["measured_at"])
-        age = (now - measured).total_seconds() / 86_400
+        measured = datetime.fromisoformat(when)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        return None, f"searched: the champion {who}'s tuning time {record['measured_at']!r} is not an ISO 8601 time"
+        return None, f"searched: the champion {who}'s tuning time {when!r} is not an ISO 8601 time"
+    if measured.utcoffset() is None:
+        return None, f"searched: the champion {who}'s tuning time {when!r} has no UTC offset, so its age is unknown"
+    age = (now - measured).total_seconds() / 86_400
+    if age < -1:
+        return None, (f"searched: the champion {who}'s tuning time {when} is {-age:.1f} days in the future: the "
+                      "record or a clock is wrong")
     if age > days:
         return None, (f"searched: the champion {who}'s setting was measured {age:.1f} days ago in "
                       f"{record.get('measured_in')}, over canary.tune.reuse_days {days:g}")
-    label = record.get("chosen_label") or str(record["chosen"])
-    carry = Carried(dict(record["chosen"]), label, bool(record.get("kept_default")),
-                    champion.release_id or who, str(record.get("measured_in") or champion.release_id), record["measured_at"])
-    return carry, (f"carried from the champion {who}: the same fingerprint, measured {age:.1f} days ago in "
+    chosen = record["chosen"]
+    carry = Carried(dict(chosen), str(record.get("chosen_label") or chosen), record.get("kept_default") is True,
+                    champion.release_id or who, str(record.get("measured_in") or champion.release_id), str(when))
+    return carry, (f"carried from the champion {who}: the same fingerprint, measured {max(age, 0.0):.1f} days ago in "
                    f"{carry.measured_in} (within canary.tune.reuse_days {days:g})")
 
 
-_SETTING_FIELDS = {"instances", "dynamic_batching", "max_queue_delay_us", "preferred_batch_sizes"}
+def _dig(value: Any, *keys: str) -> dict[str, Any] | None:
+    """``value[k1][k2]...`` where each level is a dict, else None."""
+    for key in keys:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value if isinstance(value, dict) else None
 
 
 def _a_setting(value: Any) -> bool:
-    """Whether a manifest's ``chosen`` reads as a setting (a hand-edited or older record may not)."""
-    return (isinstance(value, dict) and set(value) <= _SETTING_FIELDS and isinstance(value.get("instances"), int)
-            and value["instances"] >= 1 and isinstance(value.get("dynamic_batching"), bool))
+    """Whether a manifest's ``chosen`` reads as a setting Triton's configuration can hold."""
+    def count(v: Any, low: int) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and low <= v <= 2**31 - 1
+
+    return (isinstance(value, dict)
+            and set(value) <= {"instances", "dynamic_batching", "max_queue_delay_us", "preferred_batch_sizes"}
+            and count(value.get("instances"), 1) and value["instances"] <= 64
+            and isinstance(value.get("dynamic_batching"), bool)
+            and count(value.get("max_queue_delay_us", 0), 0)
+            and isinstance(value.get("preferred_batch_sizes", []), list)
+            and all(count(v, 1) for v in value.get("preferred_batch_sizes", [])))

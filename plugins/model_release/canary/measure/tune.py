@@ -135,8 +135,8 @@ def tune(spec: ReleaseSpec, server: TritonServer, runner: LoadRunner, assembled:
     if carry is not None:
         return _carry(served, carry, root, folder, leaves, default, mine, reuse, started)
     limit, why = _p99_limit(spec, runner, champion_target)
-    trials = []
-    for setting in grid(spec, default):
+    trials, settings = [], grid(spec, default)
+    for setting in settings:
         if time.perf_counter() - started > spec.canary.tune.budget_s and trials:
             log.info("canary: tuning budget of %g s spent after %d trials", spec.canary.tune.budget_s, len(trials))
             break
@@ -155,6 +155,7 @@ def tune(spec: ReleaseSpec, server: TritonServer, runner: LoadRunner, assembled:
         "chosen": asdict(final), "chosen_label": final.label(), "kept_default": kept_default, "confirm": confirm,
         "reloads": served.reloads, "reloads_skipped": served.skipped, "repository": str(repository),
         "fingerprint": mine, "reuse": reuse, "carried_from": None, "measured_in": release_id, "measured_at": now.isoformat(),
+        "complete": len(trials) == len(settings),  # a search the budget cut short is not carried
     }
 
 
@@ -170,7 +171,7 @@ def _carry(served: Leaves, carry: Carried, root: Path, folder: Path, leaves: lis
         "chosen": asdict(setting), "chosen_label": setting.label(), "kept_default": carry.kept_default, "confirm": None,
         "reloads": served.reloads, "reloads_skipped": served.skipped, "repository": str(repository),
         "fingerprint": mine, "reuse": reuse, "carried_from": carry.carried_from, "measured_in": carry.measured_in,
-        "measured_at": carry.measured_at,
+        "measured_at": carry.measured_at, "complete": True,
     }
 
 

@@ -103,7 +103,7 @@ class CanaryReport:
             "gates": {g["name"]: gate_status(g) for g in self.gates or []},
             "load_champion": {k: ((self.load_phase or {}).get("champion") or {}).get(k) for k in ("p99_ms", "throughput_rows_per_s")},
             "tuning": {k: (self.tuning or {}).get(k) for k in ("chosen_label", "chosen", "kept_default", "confirm", "trials",
-                                                                "fingerprint", "measured_in", "measured_at", "carried_from")}
+                                                                "fingerprint", "measured_in", "measured_at", "carried_from", "complete")}
             if self.tuning and "trials" in self.tuning else None,
         }
 
