@@ -95,7 +95,8 @@ def test_two_scikit_learn_exports_of_one_pipeline_at_another_regularisation_shar
 
 
 def test_tree_ensembles_retrained_on_other_rows_match_and_another_size_or_depth_does_not(tmp_path) -> None:
-    """A retrain grows other branches (another node count) within the same tree count and depth limit."""
+    """A retrain grows other branches (another node count) within the same tree count and depth limit; the counts
+    are compared rounded up (trees to a power of two, depth to a multiple of four)."""
     import xgboost
     from onnxmltools import convert_xgboost
     from onnxmltools.convert.common.data_types import FloatTensorType
@@ -124,8 +125,9 @@ def test_tree_ensembles_retrained_on_other_rows_match_and_another_size_or_depth_
         assert first == second, make()
     assert size_a != size_b  # the last pair's trees differ (other node counts) yet match
     forest = digest(RandomForestClassifier(n_estimators=12, max_depth=4, random_state=0), rows[0], "a.onnx")[0]
-    assert digest(RandomForestClassifier(n_estimators=13, max_depth=4, random_state=0), rows[0], "b.onnx")[0] != forest
-    assert digest(RandomForestClassifier(n_estimators=12, max_depth=7, random_state=0), rows[0], "c.onnx")[0] != forest
+    assert digest(RandomForestClassifier(n_estimators=16, max_depth=3, random_state=0), rows[0], "b.onnx")[0] == forest
+    assert digest(RandomForestClassifier(n_estimators=17, max_depth=4, random_state=0), rows[0], "c.onnx")[0] != forest
+    assert digest(RandomForestClassifier(n_estimators=12, max_depth=5, random_state=0), rows[0], "d.onnx")[0] != forest
 
 
 def _tiled(path: Path, repeats: list[int], *, note: str = "") -> Path:
@@ -141,10 +143,46 @@ def _tiled(path: Path, repeats: list[int], *, note: str = "") -> Path:
     return path
 
 
-def test_integer_tensors_are_structure_and_metadata_at_any_level_is_not(tmp_path) -> None:
+def test_integer_tensors_read_as_shapes_are_structure_and_metadata_at_any_level_is_not(tmp_path) -> None:
     once = structure_digest(_tiled(tmp_path / "a.onnx", [1, 1]))
     assert structure_digest(_tiled(tmp_path / "b.onnx", [1000, 1])) != once  # 1000 times the rows out
     assert structure_digest(_tiled(tmp_path / "c.onnx", [1, 1], note="/home/someone/run-7")) == once
+
+
+def _gathered(path: Path, columns: list[int], *, opsets: tuple[tuple[str, int], ...] = (("", 17), ("ai.onnx.ml", 3))) -> Path:
+    """Learnt integers (the columns a feature selection kept) read as indices, not as a shape."""
+    node = helper.make_node("Gather", ["X", "C"], ["Y"], axis=1)
+    graph = helper.make_graph([node], "select", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, 8])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [None, len(columns)])],
+                              [numpy_helper.from_array(np.array(columns, dtype=np.int64), "C")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets])
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+def test_learnt_integers_are_weights_and_the_opsets_order_is_not_structure(tmp_path) -> None:
+    kept = structure_digest(_gathered(tmp_path / "a.onnx", [0, 3, 5]))
+    assert structure_digest(_gathered(tmp_path / "b.onnx", [1, 2, 7])) == kept  # other columns selected on a retrain
+    assert structure_digest(_gathered(tmp_path / "c.onnx", [1, 2, 7, 6])) != kept  # one more column
+    # converters list the opsets in a per-process order (skl2onnx builds them from a set)
+    swapped = (("ai.onnx.ml", 3), ("", 17))
+    assert structure_digest(_gathered(tmp_path / "d.onnx", [0, 3, 5], opsets=swapped)) == kept
+    assert structure_digest(_gathered(tmp_path / "e.onnx", [0, 3, 5], opsets=(("", 18), ("ai.onnx.ml", 3)))) != kept
+
+
+def _vocabulary(path: Path, words: list[str]) -> Path:
+    node = helper.make_node("TfIdfVectorizer", ["X"], ["Y"], mode="TF", min_gram_length=1, max_gram_length=1,
+                            max_skip_count=0, ngram_counts=[0], ngram_indexes=list(range(len(words))), pool_strings=words)
+    graph = helper.make_graph([node], "tf", [helper.make_tensor_value_info("X", TensorProto.STRING, [None, None])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [None, len(words)])])
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+    return path
+
+
+def test_a_text_vocabulary_counts_by_its_size(tmp_path) -> None:
+    words = structure_digest(_vocabulary(tmp_path / "a.onnx", ["cat", "dog", "emu"]))
+    assert structure_digest(_vocabulary(tmp_path / "b.onnx", ["ant", "bee", "yak"])) == words
+    assert structure_digest(_vocabulary(tmp_path / "c.onnx", ["ant", "bee", "yak", "owl"])) != words
 
 
 def test_a_missing_or_unreadable_onnx_file_is_an_assemble_error_naming_it(tmp_path) -> None:
@@ -272,6 +310,7 @@ def test_a_fingerprint_that_differs_is_searched_naming_the_parts() -> None:
     (_champion(FP, chosen={**SETTING, "preferred_batch_sizes": "8"}), {}, "has no setting that reads as one"),
     (_champion(FP, chosen={**SETTING, "instances": True}), {}, "has no setting that reads as one"),
     (_champion(FP, complete=False), {}, "came from a search cut short by canary.tune.budget_s"),
+    (_champion(FP, complete=None), {}, "does not say whether its search tried the whole grid"),
     (_champion(FP, measured="last tuesday"), {}, "'s tuning time 'last tuesday' is not an ISO 8601 time"),
     (_champion(FP, measured="2026-12-03T12:00:00"), {}, "'s tuning time '2026-12-03T12:00:00' has no UTC offset"),
     (_champion(FP, measured=NOW + timedelta(days=1.5)), {}, "is 1.5 days in the future: the record or a clock is wrong"),
@@ -283,6 +322,18 @@ def test_a_fingerprint_that_differs_is_searched_naming_the_parts() -> None:
 def test_without_a_usable_champion_record_tuning_searches_and_says_why(champion, spec, expected) -> None:  # noqa: ANN001
     carry, why = carried(_spec(**spec), champion, FP, NOW)
     assert carry is None and why.startswith("searched: ") and expected in why
+
+
+def test_a_repository_whose_fingerprint_cannot_be_read_searches_saying_why(tmp_path) -> None:
+    from model_release.canary.measure.carry import fingerprint_or_why
+
+    root = _repository(tmp_path / "a")
+    (root / "leaf" / "1" / "model.onnx").write_bytes(b"\x00 not onnx")
+    mine = fingerprint_or_why(_spec(), root, ["leaf", "post"], ["leaf"], LOCAL)
+    assert set(mine) == {"error"} and mine["error"].startswith("AssembleError: ")
+    assert "model.onnx' is not a readable ONNX model" in mine["error"]
+    carry, why = carried(_spec(), _champion(FP), mine, NOW)
+    assert carry is None and why.startswith("searched: this release's tuning fingerprint could not be computed (AssembleError: ")
 
 
 def test_a_clock_a_little_behind_is_not_a_future_record() -> None:

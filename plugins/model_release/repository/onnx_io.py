@@ -43,16 +43,20 @@ def onnx_io(path: str | Path) -> tuple[list[TensorSpec], list[TensorSpec]]:
 def structure_digest(path: str | Path) -> str:
     """sha256 of the graph without its weights: what costs the same to serve, whatever was learnt.
 
-    Kept: the opsets, the graph's inputs and outputs, every node (operator, domain, wiring, and its
-    integer and string attributes), each initializer's name, type and shape, integer tensors'
-    values (shapes, repeats, indices: structure), and subgraphs alike. A tree ensemble
-    (``ai.onnx.ml`` TreeEnsemble*) is kept as its number of trees and their greatest depth, its
-    labels and scalar attributes: a retrain grows other branches within the same limits.
-    Left out: floating-point and 8-bit tensors' values (initializers, constants: the weights),
-    float attributes' values (a list keeps its length: a linear model's coefficients), names and
-    documentation of the model, graph and nodes, metadata at every level (a producer, a run id),
-    and training information. Two exports of one pipeline retrained on other data match; a model
-    with another architecture, size or input does not.
+    Kept: the opsets (merged by domain and sorted: converters list them in a per-process order), the
+    graph's inputs and outputs, every node (operator, domain, wiring, and its integer and string
+    attributes), each initializer's name, type and shape, the values of integer tensors that a node
+    reads as a shape, axes, repeats or sizes (:data:`_SHAPE_INPUTS`), and subgraphs alike.
+    Summarised: a tree ensemble (``ai.onnx.ml`` TreeEnsemble*) as its number of trees rounded up to
+    a power of two and its greatest depth rounded up to a multiple of four, with its labels and
+    scalar attributes (a retrain grows other branches, a few levels more or less where the depth is
+    not bounded); a TfIdfVectorizer's vocabulary as its size.
+    Left out: every other tensor's values (initializers and constants, floating-point, 8-bit and
+    integer alike: weights, stored labels, selected columns), float attributes' values (a list
+    keeps its length: a linear model's coefficients), names and documentation of the model, graph
+    and nodes, metadata at every level (a producer, a run id), and training information. Two exports
+    of one pipeline retrained on other data match; a model with another architecture, size or input
+    does not.
 
     Raises:
         AssembleError: the file is missing or not an ONNX model.
@@ -69,13 +73,60 @@ def structure_digest(path: str | Path) -> str:
     for name in ("doc_string", "producer_name", "producer_version", "domain", "model_version", "training_info"):
         model.ClearField(name)
     _clear_metadata(model)
-    _strip_graph(model.graph)
+    shapes = _shape_inputs(model)
+    _sort_opsets(model)
+    _strip_graph(model.graph, shapes)
     for function in model.functions:
         function.ClearField("doc_string")
         _clear_metadata(function)
+        _sort_opsets(function)
         for node in function.node:
-            _strip_node(node)
+            _strip_node(node, shapes)
     return hashlib.sha256(model.SerializeToString(deterministic=True)).hexdigest()
+
+
+#: operator -> the inputs it reads as a shape, axes, repeats, bounds or sizes: integer values there are structure
+_SHAPE_INPUTS: dict[str, tuple[int, ...]] = {
+    "Reshape": (1,), "Expand": (1,), "Tile": (1,), "Slice": (1, 2, 3, 4), "Pad": (1, 3), "ConstantOfShape": (0,),
+    "TopK": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "Split": (1,), "Range": (0, 1, 2), "Resize": (1, 2, 3),
+    "OneHot": (1,), "ReduceSum": (1,), "ReduceMean": (1,), "ReduceMax": (1,), "ReduceMin": (1,), "ReduceProd": (1,),
+    "ReduceL1": (1,), "ReduceL2": (1,), "ReduceLogSumExp": (1,), "ReduceSumSquare": (1,), "CumSum": (1,),
+}
+
+
+def _shape_inputs(model) -> set[str]:  # noqa: ANN001 - an onnx.ModelProto
+    """The names of the tensors some node (in any graph or function of ``model``) reads as a shape."""
+    import onnx
+
+    names: set[str] = set()
+
+    def visit(nodes) -> None:  # noqa: ANN001
+        for node in nodes:
+            if node.domain in ("", "ai.onnx"):
+                names.update(node.input[i] for i in _SHAPE_INPUTS.get(node.op_type, ()) if i < len(node.input))
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.GRAPH:
+                    visit(attr.g.node)
+                elif attr.type == onnx.AttributeProto.GRAPHS:
+                    for sub in attr.graphs:
+                        visit(sub.node)
+
+    visit(model.graph.node)
+    for function in model.functions:
+        visit(function.node)
+    names.discard("")
+    return names
+
+
+def _sort_opsets(proto) -> None:  # noqa: ANN001 - an onnx.ModelProto or FunctionProto
+    """One entry per domain ("" and "ai.onnx" are one), the highest version, in domain order."""
+    versions: dict[str, int] = {}
+    for opset in proto.opset_import:
+        domain = "" if opset.domain == "ai.onnx" else opset.domain
+        versions[domain] = max(versions.get(domain, 0), opset.version)
+    del proto.opset_import[:]
+    for domain in sorted(versions):
+        proto.opset_import.add(domain=domain, version=versions[domain])
 
 
 _TENSOR_VALUES = ("raw_data", "float_data", "int32_data", "string_data", "int64_data", "double_data", "uint64_data",
@@ -83,6 +134,8 @@ _TENSOR_VALUES = ("raw_data", "float_data", "int32_data", "string_data", "int64_
 #: ai.onnx.ml's tree ensembles: their per-node and per-leaf lists are what a retrain learns
 _TREES = ("TreeEnsembleClassifier", "TreeEnsembleRegressor", "TreeEnsemble")
 _TREE_LISTS = ("nodes_", "class_", "target_", "leaf_", "tree_roots", "membership_values")
+#: a TfIdfVectorizer's vocabulary (learnt; its size is what costs)
+_VOCABULARY = ("pool_strings", "pool_int64s", "ngram_indexes", "ngram_counts")
 
 
 def _clear_metadata(proto) -> None:  # noqa: ANN001 - any onnx proto; metadata_props exists on most since onnx 1.16
@@ -90,18 +143,18 @@ def _clear_metadata(proto) -> None:  # noqa: ANN001 - any onnx proto; metadata_p
         proto.ClearField("metadata_props")
 
 
-def _strip_tensor(tensor, *, keep_integers: bool = True) -> None:  # noqa: ANN001 - an onnx.TensorProto
+def _strip_tensor(tensor, *, keep_values: bool = False) -> None:  # noqa: ANN001 - an onnx.TensorProto
     import onnx
 
     _clear_metadata(tensor)
-    integer = tensor.data_type in (onnx.TensorProto.INT32, onnx.TensorProto.INT64)
+    keep = keep_values and tensor.data_type in (onnx.TensorProto.INT32, onnx.TensorProto.INT64)
     for name in _TENSOR_VALUES:
-        if keep_integers and integer and name in ("raw_data", "int32_data", "int64_data"):
-            continue  # a shape, a repeat count, indices: what is computed, not what was learnt
+        if keep and name in ("raw_data", "int32_data", "int64_data"):
+            continue  # a shape, axes, repeats: what is computed, not what was learnt
         tensor.ClearField(name)
 
 
-def _strip_graph(graph) -> None:  # noqa: ANN001 - an onnx.GraphProto
+def _strip_graph(graph, shapes: set[str]) -> None:  # noqa: ANN001 - an onnx.GraphProto
     graph.ClearField("name")
     graph.ClearField("doc_string")
     _clear_metadata(graph)
@@ -109,15 +162,15 @@ def _strip_graph(graph) -> None:  # noqa: ANN001 - an onnx.GraphProto
         _clear_metadata(value)
     for tensor in [*graph.initializer, *(s.values for s in graph.sparse_initializer)]:
         keep = tensor.name
-        _strip_tensor(tensor)
+        _strip_tensor(tensor, keep_values=keep in shapes)
         tensor.name = keep  # the wiring reads it
     for sparse in graph.sparse_initializer:
-        _strip_tensor(sparse.indices, keep_integers=False)  # which entries are set is learnt too; the dims stay
+        _strip_tensor(sparse.indices)  # which entries are set is learnt too; the dims stay
     for node in graph.node:
-        _strip_node(node)
+        _strip_node(node, shapes)
 
 
-def _strip_node(node) -> None:  # noqa: ANN001 - an onnx.NodeProto
+def _strip_node(node, shapes: set[str]) -> None:  # noqa: ANN001 - an onnx.NodeProto
     import onnx
 
     node.ClearField("name")
@@ -125,24 +178,30 @@ def _strip_node(node) -> None:  # noqa: ANN001 - an onnx.NodeProto
     _clear_metadata(node)
     if node.domain == "ai.onnx.ml" and node.op_type in _TREES:
         _summarise_trees(node)
+    shape = node.op_type == "Constant" and any(out in shapes for out in node.output)
     for attr in node.attribute:
         attr.ClearField("doc_string")
-        if attr.type == onnx.AttributeProto.FLOAT:
+        if node.op_type == "TfIdfVectorizer" and attr.name in _VOCABULARY:
+            size = len(attr.strings) + len(attr.ints)
+            attr.ClearField("strings")
+            attr.ClearField("ints")
+            attr.i = size
+        elif attr.type == onnx.AttributeProto.FLOAT:
             attr.ClearField("f")
         elif attr.type == onnx.AttributeProto.FLOATS:
             count = len(attr.floats)
             del attr.floats[:]
             attr.i = count  # the length stays: the same model on more features is not the same shape
         elif attr.type == onnx.AttributeProto.TENSOR:
-            _strip_tensor(attr.t)
+            _strip_tensor(attr.t, keep_values=shape)
         elif attr.type == onnx.AttributeProto.TENSORS:
             for tensor in attr.tensors:
                 _strip_tensor(tensor)
         elif attr.type == onnx.AttributeProto.GRAPH:
-            _strip_graph(attr.g)
+            _strip_graph(attr.g, shapes)
         elif attr.type == onnx.AttributeProto.GRAPHS:
             for sub in attr.graphs:
-                _strip_graph(sub)
+                _strip_graph(sub, shapes)
 
 
 def _summarise_trees(node) -> None:  # noqa: ANN001 - an onnx.NodeProto of a tree ensemble
@@ -155,8 +214,12 @@ def _summarise_trees(node) -> None:  # noqa: ANN001 - an onnx.NodeProto of a tre
     kept = [a for a in node.attribute if not a.name.startswith(_TREE_LISTS)]
     del node.attribute[:]
     node.attribute.extend(kept)
-    node.attribute.extend([onnx.helper.make_attribute("structure_trees", trees),
-                           onnx.helper.make_attribute("structure_depth", depth)])
+    node.attribute.extend([onnx.helper.make_attribute("structure_trees", _up_to_power_of_two(trees)),
+                           onnx.helper.make_attribute("structure_depth", -(-depth // 4) * 4 if depth > 0 else depth)])
+
+
+def _up_to_power_of_two(n: int) -> int:
+    return 1 << (n - 1).bit_length() if n > 0 else n
 
 
 def _tree_shape(lists: dict[str, list]) -> tuple[int, int]:

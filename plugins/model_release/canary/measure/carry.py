@@ -11,7 +11,7 @@ The fingerprint is a sha256 over four parts, each kept in the manifest so a mism
 
 - ``models``: every file of the release's models, the leaf models' ONNX graphs by their structure
   without weights (:func:`~model_release.repository.onnx_io.structure_digest`: a tree ensemble by
-  its number of trees and depth), warm-up samples by their size (each is named by a hash of the
+  its number of trees and depth, rounded up), warm-up samples by their size (each is named by a hash of the
   golden row it holds, and config.pbtxt is read without those names); anything else (a python
   step's code, a TensorRT plan, which holds its weights, so a release that builds one searches)
   byte for byte.
@@ -38,6 +38,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from ...errors import ModelReleaseError
 from ...repository.config import CONFIG_FILE, read_config
 from ...repository.onnx_io import structure_digest
 from ...repository.warmup_samples import WARMUP_FOLDER
@@ -45,7 +46,7 @@ from ...spec import ReleaseSpec
 from ..champion import SERVED, Champion
 
 #: bump when what a part covers changes: an older champion's fingerprint then never matches
-FINGERPRINT_VERSION = 1
+FINGERPRINT_VERSION = 2
 
 
 def fingerprint(spec: ReleaseSpec, repository: Path, models: list[str], leaves: list[str],
@@ -72,6 +73,16 @@ def fingerprint(spec: ReleaseSpec, repository: Path, models: list[str], leaves: 
     return {"digest": _digest({"version": FINGERPRINT_VERSION, **parts}), "parts": parts}
 
 
+def fingerprint_or_why(spec: ReleaseSpec, repository: Path, models: list[str], leaves: list[str],
+                       server: Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`fingerprint`, or ``{"error": why}`` where a file cannot be read: the release then searches
+    (and records no fingerprint to carry), never fails on it."""
+    try:
+        return fingerprint(spec, repository, models, leaves, server)
+    except (ModelReleaseError, OSError, ValueError, MemoryError) as exc:
+        return {"error": f"{type(exc).__name__}: {getattr(exc, 'message', None) or exc}"}
+
+
 def _digest(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -89,8 +100,13 @@ def _models_digest(repository: Path, models: list[str], leaves: set[str]) -> str
             elif path.name == CONFIG_FILE:
                 files[key] = _config_digest(path)
             else:
-                files[key] = hashlib.sha256(path.read_bytes()).hexdigest()
+                files[key] = _file_digest(path)
     return _digest(files)
+
+
+def _file_digest(path: Path) -> str:
+    with path.open("rb") as f:  # in chunks: a TensorRT plan can be gigabytes
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 #: the row hash :func:`~model_release.repository.warmup_samples.add_warmup` names a sample by
@@ -102,7 +118,7 @@ def _config_digest(path: Path) -> str:
     try:
         config = read_config(path)
     except Exception:  # noqa: BLE001 - unparsable: compared byte for byte (lint refuses it before the canary anyway)
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        return _file_digest(path)
     for sample in config.model_warmup:
         for spec in sample.inputs.values():
             if spec.input_data_file:
@@ -144,6 +160,8 @@ def carried(spec: ReleaseSpec, champion: Champion | None, mine: Mapping[str, Any
     days = spec.canary.tune.reuse_days
     if days <= 0:
         return None, "searched: canary.tune.reuse_days is 0 (a search on every release)"
+    if mine.get("error"):
+        return None, f"searched: this release's tuning fingerprint could not be computed ({mine['error']})"
     if champion is None or champion.kind != SERVED:
         return None, "searched: no served champion whose setting could be carried"
     who = champion.name or champion.release_id or "the champion"
@@ -160,8 +178,9 @@ def carried(spec: ReleaseSpec, champion: Champion | None, mine: Mapping[str, Any
     if not _a_setting(record.get("chosen")):
         return None, f"searched: the champion {who}'s tuning record has no setting that reads as one: {record.get('chosen')!r}"
     if record.get("complete") is not True:
-        return None, (f"searched: the champion {who}'s setting came from a search cut short by canary.tune.budget_s "
-                      "(not every setting of the grid was tried)")
+        why = ("came from a search cut short by canary.tune.budget_s (not every setting of the grid was tried)"
+               if record.get("complete") is False else "does not say whether its search tried the whole grid")
+        return None, f"searched: the champion {who}'s setting {why}"
     when = record.get("measured_at")
     try:
         measured = datetime.fromisoformat(when)  # type: ignore[arg-type]

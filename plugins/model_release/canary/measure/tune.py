@@ -37,7 +37,7 @@ from ...spec import ReleaseSpec
 from ...triton.server import TritonServer
 from ...types import AssembleResult
 from ..champion import Champion
-from .carry import Carried, carried, fingerprint
+from .carry import Carried, carried, fingerprint_or_why
 from .load import LoadRunner, Measurement
 
 log = logging.getLogger(__name__)
@@ -127,13 +127,14 @@ def tune(spec: ReleaseSpec, server: TritonServer, runner: LoadRunner, assembled:
     root = Path(assembled.repository_dir)
     default = setting_of(read_config(root / leaves[0] / CONFIG_FILE))
     served = Leaves(server, {m: server.config(m) for m in leaves})  # as served (the CPU canary's shim, on the local Triton)
-    started = time.perf_counter()
     now = now or datetime.now(timezone.utc)
-    mine = fingerprint(spec, root, [*assembled.load_order, assembled.entry_model], leaves, canary or {})
+    began = time.perf_counter()
+    mine = fingerprint_or_why(spec, root, [*assembled.load_order, assembled.entry_model], leaves, canary or {})
     carry, reuse = carried(spec, champion, mine, now)
     log.info("canary: tuning %s", reuse)
     if carry is not None:
-        return _carry(served, carry, root, folder, leaves, default, mine, reuse, started)
+        return _carry(served, carry, root, folder, leaves, default, mine, reuse, began)
+    started = time.perf_counter()  # the budget is for the search's windows, not for reading the repository
     limit, why = _p99_limit(spec, runner, champion_target)
     trials, settings = [], grid(spec, default)
     for setting in settings:
@@ -151,10 +152,11 @@ def tune(spec: ReleaseSpec, server: TritonServer, runner: LoadRunner, assembled:
     repository = write_tuned(Path(assembled.repository_dir), folder / "tuned" / "models", leaves, final)
     return {
         "leaves": leaves, "p99_limit_ms": limit, "p99_limit": why, "budget_s": spec.canary.tune.budget_s,
-        "seconds": round(time.perf_counter() - started, 3), "trials": trials, "default": asdict(default),
+        "seconds": round(time.perf_counter() - began, 3), "trials": trials, "default": asdict(default),
         "chosen": asdict(final), "chosen_label": final.label(), "kept_default": kept_default, "confirm": confirm,
         "reloads": served.reloads, "reloads_skipped": served.skipped, "repository": str(repository),
-        "fingerprint": mine, "reuse": reuse, "carried_from": None, "measured_in": release_id, "measured_at": now.isoformat(),
+        "fingerprint": None if "error" in mine else mine, "reuse": reuse, "carried_from": None, "measured_in": release_id,
+        "measured_at": now.isoformat(),
         "complete": len(trials) == len(settings),  # a search the budget cut short is not carried
     }
 
