@@ -413,3 +413,15 @@ def test_a_carried_setting_is_served_and_shipped_without_a_window(tmp_path) -> N
     config = read_config(Path(tuning["repository"]) / "leaf" / "config.pbtxt")
     assert config.instance_group[0].count == 2 and config.dynamic_batching.max_queue_delay_microseconds == 500
 
+
+
+def test_the_report_page_says_carried_or_why_searched_and_which_fingerprint_it_keeps() -> None:
+    from model_release.canary.report.page import _reuse
+
+    searched = {"reuse": "searched: no served champion whose setting could be carried", "measured_in": "iris-1",
+                "measured_at": NOW.isoformat(), "fingerprint": FP}
+    text = _reuse(searched)
+    assert "searched: no served champion" in text and f"tuning fingerprint {'d' * 12} (models {'m' * 12}, grid" in text
+    unread = _reuse({**searched, "fingerprint": None})
+    assert "no tuning fingerprint kept, so no later release can carry this setting" in unread and "None" not in unread
+    assert _reuse({"trials": []}) == ""

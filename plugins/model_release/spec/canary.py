@@ -120,9 +120,10 @@ class TuneSpec(_Strict):
     are recorded in the report and the manifest.
 
     ``reuse_days``: when the served champion's setting was measured at most this many days ago, by a
-    search over the whole grid, for a release of the same shape (the same tuning fingerprint: its leaf models' graphs without their
-    weights, every other file of its models, this grid, the load phase's concurrency and batch size,
-    the latency limits and the canary server), it is carried instead of searched again: a retrained
+    search over the whole grid, for a release of the same shape (the same tuning fingerprint: its
+    leaf models' graphs without their weights, every other file of its models, this grid, the load
+    phase's concurrency and batch size, the latency limits and the canary server), it is carried
+    instead of searched again (:mod:`~model_release.canary.measure.carry`): a retrained
     model of one architecture costs what the last one did, and its setting does not flap with the
     canary's noise from release to release. The load phase still measures the candidate under it
     against the champion. 0 searches on every release.

@@ -140,7 +140,6 @@ class Carried:
     """The champion's setting to serve instead of a search, and where it was measured."""
 
     setting: dict[str, Any]
-    label: str
     kept_default: bool
     carried_from: str
     measured_in: str
@@ -196,8 +195,8 @@ def carried(spec: ReleaseSpec, champion: Champion | None, mine: Mapping[str, Any
         return None, (f"searched: the champion {who}'s setting was measured {age:.1f} days ago in "
                       f"{record.get('measured_in')}, over canary.tune.reuse_days {days:g}")
     chosen = record["chosen"]
-    carry = Carried(dict(chosen), str(record.get("chosen_label") or chosen), record.get("kept_default") is True,
-                    champion.release_id or who, str(record.get("measured_in") or champion.release_id), str(when))
+    carry = Carried(dict(chosen), record.get("kept_default") is True, champion.release_id or who,
+                    str(record.get("measured_in") or champion.release_id), str(when))
     return carry, (f"carried from the champion {who}: the same fingerprint, measured {max(age, 0.0):.1f} days ago in "
                    f"{carry.measured_in} (within canary.tune.reuse_days {days:g})")
 

@@ -277,8 +277,10 @@ def _reuse(tuning: dict[str, Any]) -> str:
     if not tuning.get("reuse"):
         return ""
     parts = ", ".join(f"{k} {str(v)[:12]}" for k, v in (fp.get("parts") or {}).items())
+    kept = (f"tuning fingerprint {esc(str(fp['digest'])[:12])} ({esc(parts)})" if fp.get("digest")
+            else "no tuning fingerprint kept, so no later release can carry this setting")
     return (f"<p class='small'>{esc(tuning['reuse'])}. Measured in {esc(tuning.get('measured_in'))} at "
-            f"{esc(tuning.get('measured_at'))}; tuning fingerprint {esc(str(fp.get('digest'))[:12])} ({esc(parts)})</p>")
+            f"{esc(tuning.get('measured_at'))}; {kept}</p>")
 
 
 def _table(rows: list[Mapping[str, Any]], columns: list[str]) -> str:
