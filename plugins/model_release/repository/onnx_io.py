@@ -19,15 +19,8 @@ def onnx_io(path: str | Path) -> tuple[list[TensorSpec], list[TensorSpec]]:
     Raises:
         AssembleError: the file is missing or not an ONNX model.
     """
-    import onnx  # heavy: only the stages that read ONNX import it
-
     p = Path(path)
-    if not p.is_file():
-        raise AssembleError(f"ONNX file {str(p)!r} does not exist; give a path to an .onnx file relative to the spec")
-    try:
-        model = onnx.load(str(p), load_external_data=False)
-    except Exception as exc:  # onnx raises DecodeError and others
-        raise AssembleError(f"{str(p)!r} is not a readable ONNX model ({exc}); export it again") from None
+    model = _load(p, "give a path to an .onnx file relative to the spec")
     initializers = {init.name for init in model.graph.initializer}
 
     def spec(value: "onnx.ValueInfoProto") -> TensorSpec:
@@ -38,6 +31,22 @@ def onnx_io(path: str | Path) -> tuple[list[TensorSpec], list[TensorSpec]]:
     inputs = [spec(v) for v in model.graph.input if v.name not in initializers]
     outputs = [spec(v) for v in model.graph.output]
     return inputs, outputs
+
+
+def _load(p: Path, missing: str):  # noqa: ANN202 - an onnx.ModelProto (onnx is imported lazily)
+    """The model at ``p``, its external data left unread.
+
+    Raises:
+        AssembleError: the file is missing (the message ends with ``missing``, what to do) or not an ONNX model.
+    """
+    import onnx  # heavy: only the stages that read ONNX import it
+
+    if not p.is_file():
+        raise AssembleError(f"ONNX file {str(p)!r} does not exist; {missing}")
+    try:
+        return onnx.load(str(p), load_external_data=False)
+    except Exception as exc:  # onnx raises DecodeError and others
+        raise AssembleError(f"{str(p)!r} is not a readable ONNX model ({exc}); export it again") from None
 
 
 def structure_digest(path: str | Path) -> str:
@@ -61,15 +70,7 @@ def structure_digest(path: str | Path) -> str:
     Raises:
         AssembleError: the file is missing or not an ONNX model.
     """
-    import onnx
-
-    p = Path(path)
-    try:
-        model = onnx.load(str(p), load_external_data=False)
-    except FileNotFoundError:
-        raise AssembleError(f"ONNX file {str(p)!r} does not exist; give a path to an .onnx file") from None
-    except Exception as exc:  # onnx raises DecodeError and others
-        raise AssembleError(f"{str(p)!r} is not a readable ONNX model ({exc}); export it again") from None
+    model = _load(Path(path), "give a path to an .onnx file")
     for name in ("doc_string", "producer_name", "producer_version", "domain", "model_version", "training_info"):
         model.ClearField(name)
     _clear_metadata(model)

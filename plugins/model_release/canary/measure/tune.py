@@ -149,31 +149,32 @@ def tune(spec: ReleaseSpec, server: TritonServer, runner: LoadRunner, assembled:
     kept_default = confirm is not None and confirm["chosen_throughput"] < confirm["default_throughput"]
     final = default if kept_default else chosen
     served.load(final)  # the gate's load phase measures what ships
-    repository = write_tuned(Path(assembled.repository_dir), folder / "tuned" / "models", leaves, final)
-    return {
-        "leaves": leaves, "p99_limit_ms": limit, "p99_limit": why, "budget_s": spec.canary.tune.budget_s,
-        "seconds": round(time.perf_counter() - began, 3), "trials": trials, "default": asdict(default),
-        "chosen": asdict(final), "chosen_label": final.label(), "kept_default": kept_default, "confirm": confirm,
-        "reloads": served.reloads, "reloads_skipped": served.skipped, "repository": str(repository),
-        "fingerprint": None if "error" in mine else mine, "reuse": reuse, "carried_from": None, "measured_in": release_id,
-        "measured_at": now.isoformat(),
-        "complete": len(trials) == len(settings),  # a search the budget cut short is not carried
-    }
+    return _ship(served, final, root, folder, leaves, default, began, reuse,
+                 p99_limit_ms=limit, p99_limit=why, budget_s=spec.canary.tune.budget_s, trials=trials,
+                 kept_default=kept_default, confirm=confirm, fingerprint=None if "error" in mine else mine,
+                 carried_from=None, measured_in=release_id, measured_at=now.isoformat(),
+                 complete=len(trials) == len(settings))  # a search the budget cut short is not carried
 
 
 def _carry(served: Leaves, carry: Carried, root: Path, folder: Path, leaves: list[str], default: Setting,
-           mine: dict[str, Any], reuse: str, started: float) -> dict[str, Any]:
+           mine: dict[str, Any], reuse: str, began: float) -> dict[str, Any]:
     """Serve and write the champion's setting, no trial: the load phase measures the candidate under it."""
     setting = _setting(carry.setting)
     served.load(setting)
-    repository = write_tuned(root, folder / "tuned" / "models", leaves, setting)
+    return _ship(served, setting, root, folder, leaves, default, began, reuse,
+                 p99_limit_ms=None, p99_limit="no search: " + reuse, budget_s=None, trials=[],
+                 kept_default=carry.kept_default, confirm=None, fingerprint=mine, carried_from=carry.carried_from,
+                 measured_in=carry.measured_in, measured_at=carry.measured_at, complete=True)
+
+
+def _ship(served: Leaves, final: Setting, root: Path, folder: Path, leaves: list[str], default: Setting, began: float,
+          reuse: str, **how: Any) -> dict[str, Any]:
+    """Write ``final`` (served already) into the repository that ships; what the report keeps, with ``how`` it was chosen."""
+    repository = write_tuned(root, folder / "tuned" / "models", leaves, final)
     return {
-        "leaves": leaves, "p99_limit_ms": None, "p99_limit": "no search: " + reuse, "budget_s": None,
-        "seconds": round(time.perf_counter() - started, 3), "trials": [], "default": asdict(default),
-        "chosen": asdict(setting), "chosen_label": setting.label(), "kept_default": carry.kept_default, "confirm": None,
-        "reloads": served.reloads, "reloads_skipped": served.skipped, "repository": str(repository),
-        "fingerprint": mine, "reuse": reuse, "carried_from": carry.carried_from, "measured_in": carry.measured_in,
-        "measured_at": carry.measured_at, "complete": True,
+        "leaves": leaves, "seconds": round(time.perf_counter() - began, 3), "default": asdict(default),
+        "chosen": asdict(final), "chosen_label": final.label(), "reloads": served.reloads,
+        "reloads_skipped": served.skipped, "repository": str(repository), "reuse": reuse, **how,
     }
 
 
