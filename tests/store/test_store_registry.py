@@ -26,6 +26,9 @@ def mlflow_registry(tmp_path_factory: pytest.TempPathFactory) -> str:
     root = tmp_path_factory.mktemp("mlflow")
     uri = f"sqlite:///{root / 'mlflow.db'}"
     mlflow.set_tracking_uri(uri)
+    # the registry too: an earlier test in this worker may have exported another (since stopped) server's as
+    # MLFLOW_REGISTRY_URI (mlflow.set_registry_uri does), and log_model registers the model there
+    mlflow.set_registry_uri(uri)
     exp = mlflow.create_experiment("store-tests", artifact_location=(root / "artifacts").as_uri())
 
     class Echo(mlflow.pyfunc.PythonModel):
