@@ -475,43 +475,96 @@ def test_the_dag_processor_is_killed_after_its_own_short_stop_quietly_and_other_
 
 
 class _Pools:
-    """Airflow's pool endpoints as the stack's API client sees them: answers given per call."""
+    """Airflow's pool endpoints as the stack's API client sees them: the answers to give, call by call.
 
-    def __init__(self, get_status: int | None, post_status: int | None = None) -> None:
-        self.get_status, self.post_status = get_status, post_status
+    A status is raised as the client raises it (None: nothing answered); ``200`` answers; the last answer repeats.
+    """
+
+    def __init__(self, get: list[int | None], post: list[int | None] = (200,)) -> None:
+        self.get_answers, self.post_answers = list(get), list(post)
         self.posted: list[tuple[str, dict]] = []
+        self.asked = 0
 
-    def get(self, path: str) -> dict:
+    @staticmethod
+    def _answer(answers: list[int | None], method: str, path: str) -> None:
         from model_release.local.http import AirflowApiError
 
-        if self.get_status is not None:
-            raise AirflowApiError(f"Airflow GET {path} answered {self.get_status}", self.get_status)
+        status = answers.pop(0) if len(answers) > 1 else answers[0]
+        if status != 200:
+            raise AirflowApiError(f"Airflow {method} {path} answered {status or 'nothing'}", status)
+
+    def get(self, path: str) -> dict:
+        self.asked += 1
+        self._answer(self.get_answers, "GET", path)
         return {"name": "triton_canary", "slots": 3}
 
     def post(self, path: str, body: dict) -> dict:
-        from model_release.local.http import AirflowApiError
-
         self.posted.append((path, body))
-        if self.post_status is not None:
-            raise AirflowApiError(f"Airflow POST {path} answered {self.post_status}", self.post_status)
+        self._answer(self.post_answers, "POST", path)
         return body
+
+
+class _Clock:
+    """A monotonic clock that only moves when the code under test sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def _ensure(pools: _Pools, clock: _Clock | None = None, within_s: float = 60.0) -> bool:
+    from model_release.local.services import ensure_canary_pool
+
+    clock = clock or _Clock()
+    return ensure_canary_pool(pools, within_s=within_s, sleep=clock.sleep, clock=clock)
 
 
 def test_the_canary_pool_is_created_once_with_one_slot_and_a_changed_one_is_left_alone() -> None:
     from model_release.errors import ServiceUnavailable
-    from model_release.local.services import ensure_canary_pool
 
-    missing = _Pools(404)
-    assert ensure_canary_pool(missing) is True
+    missing = _Pools([404])
+    assert _ensure(missing) is True
     assert missing.posted == [("/api/v2/pools", {"name": "triton_canary", "slots": 1,
                                                  "description": "one release at a time on the canary Triton"})]
-    existing = _Pools(None)  # someone gave it 3 slots: kept
-    assert ensure_canary_pool(existing) is False and existing.posted == []
-    assert ensure_canary_pool(_Pools(404, 409)) is True  # created meanwhile by another client
-    with pytest.raises(ServiceUnavailable, match=r"did not create pool 'triton_canary'.*answered 400.*airflow pools set triton_canary 1"):
-        ensure_canary_pool(_Pools(404, 400))
-    with pytest.raises(ServiceUnavailable, match=r"did not say whether pool 'triton_canary' exists.*answered 500"):
-        ensure_canary_pool(_Pools(500))
+    existing = _Pools([200])  # someone gave it 3 slots: kept
+    assert _ensure(existing) is False and existing.posted == []
+    assert _ensure(_Pools([404], [409])) is True  # created meanwhile by another client
+    clock = _Clock()
+    with pytest.raises(ServiceUnavailable, match=r"did not create pool 'triton_canary'.*answered 400\. Create it: "
+                                                  r"airflow pools set triton_canary 1"):
+        _ensure(_Pools([404], [400]), clock)
+    assert clock.slept == []  # a refusal is not asked again
+
+
+def test_a_locked_airflow_database_is_asked_again_until_the_pool_is_made_and_not_past_the_deadline() -> None:
+    """CI once saw POST /api/v2/pools answer 500 "Database error" while the scheduler wrote SQLite: transient."""
+    from model_release.errors import ServiceUnavailable
+
+    clock = _Clock()
+    flaky = _Pools([404], [500, None, 200])
+    assert _ensure(flaky, clock) is True
+    assert len(flaky.posted) == 3 and flaky.asked == 3 and 0 < clock.now < 60
+    clock = _Clock()
+    assert _ensure(_Pools([500, 500, 200]), clock) is False  # the GET may fail the same way
+    # just inside the deadline the last try still counts; just past it, the error says how long it asked
+    clock = _Clock()
+    late = _Pools([404], [500] * 10 + [200])
+    assert _ensure(late, clock, within_s=10.0) is True and clock.now == pytest.approx(10.0)
+    clock = _Clock()
+    with pytest.raises(ServiceUnavailable, match=r"did not create pool 'triton_canary': Airflow POST "
+                                                  r"/api/v2/pools answered 500 \(asked for 10 s\)\. Create it"):
+        _ensure(_Pools([404], [500] * 11 + [200]), clock, within_s=10.0)
+    assert clock.now == pytest.approx(10.0)
+    with pytest.raises(ServiceUnavailable, match=r"did not say whether pool 'triton_canary' exists.*answered 500 "
+                                                  r"\(asked for 5 s\)"):
+        _ensure(_Pools([500]), _Clock(), within_s=5.0)
 
 
 def test_quick_exit_runs_the_script_as_main_with_its_arguments_exit_code_and_exit_handlers(tmp_path: Path) -> None:

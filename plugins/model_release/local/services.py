@@ -115,29 +115,46 @@ def init_airflow(layout: Layout, env: dict[str, str], *, stopping: Callable[[], 
     return True
 
 
-def ensure_canary_pool(api: AirflowApi) -> bool:
+def ensure_canary_pool(api: AirflowApi, *, within_s: float = 60.0, stopping: Callable[[], bool] = lambda: False,
+                       sleep: Callable[[float], None] = time.sleep,
+                       clock: Callable[[], float] = time.monotonic) -> bool:
     """Create the canary's pool (one slot) unless it exists; a pool someone changed is left as it is.
+
+    Airflow's local database is SQLite: while the scheduler and the dag-processor write their first rows, the
+    api-server can answer 500 ("Database error": the file was locked) or nothing at all. Such answers are asked
+    again for ``within_s`` seconds; any other refusal is final at once.
 
     Returns:
         True when it was created now.
 
     Raises:
-        ServiceUnavailable: Airflow refused to create it (the message has its answer).
+        ServiceUnavailable: Airflow refused to create it, or still failed after ``within_s`` (the message has its answer).
     """
     name, slots, description = CANARY_POOL
-    try:
-        api.get(f"/api/v2/pools/{name}")
-        return False
-    except AirflowApiError as exc:
-        if exc.status != 404:
-            raise ServiceUnavailable(f"Airflow did not say whether pool {name!r} exists: {exc}") from None
-    try:
-        api.post("/api/v2/pools", {"name": name, "slots": int(slots), "description": description})
-    except AirflowApiError as exc:
-        if exc.status != 409:  # created meanwhile: as good
-            raise ServiceUnavailable(f"Airflow did not create pool {name!r}: {exc}. Create it: "
-                                     f"airflow pools set {name} {slots} '{description}'") from None
-    return True
+    deadline = clock() + within_s
+    while True:
+        doing = f"say whether pool {name!r} exists"
+        try:
+            try:
+                api.get(f"/api/v2/pools/{name}")
+                return False
+            except AirflowApiError as exc:
+                if exc.status != 404:
+                    raise
+            doing = f"create pool {name!r}"
+            try:
+                api.post("/api/v2/pools", {"name": name, "slots": int(slots), "description": description})
+            except AirflowApiError as exc:
+                if exc.status != 409:  # created meanwhile: as good
+                    raise
+            return True
+        except AirflowApiError as exc:
+            transient = exc.status is None or exc.status >= 500
+            if not transient or stopping() or clock() >= deadline:
+                waited = f" (asked for {within_s:.0f} s)" if transient else ""
+                raise ServiceUnavailable(f"Airflow did not {doing}: {exc}{waited}. Create it: "
+                                         f"airflow pools set {name} {slots} '{description}'") from None
+            sleep(min(POLL_S * 5, max(0.0, deadline - clock())))
 
 
 def wait_until(check: Callable[[], str | None], *, what: str, timeout: float, stopping: Callable[[], bool],

@@ -99,7 +99,8 @@ class Supervisor:
         self._register_webhook(wiring)  # while Airflow starts: MLflow calls the receiver only on an alias event
         password = self.layout.airflow_password()
         self._wait(api, airflow_ready(self.config, password), 300)
-        if ensure_canary_pool(AirflowApi(self.config.url("airflow"), AIRFLOW_USER, password)):
+        if ensure_canary_pool(AirflowApi(self.config.url("airflow"), AIRFLOW_USER, password),
+                              stopping=self.stopping.is_set):
             self.say(f"Airflow pool {CANARY_POOL[0]} created (one slot)")
         self._wait(receiver, http_ready(wiring.url.rsplit("/", 1)[0], "/health"), 60)
         self._wait_fleet(fleet)
