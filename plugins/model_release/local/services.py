@@ -120,9 +120,10 @@ def ensure_canary_pool(api: AirflowApi, *, within_s: float = 60.0, stopping: Cal
                        clock: Callable[[], float] = time.monotonic) -> bool:
     """Create the canary's pool (one slot) unless it exists; a pool someone changed is left as it is.
 
-    Airflow's local database is SQLite: while the scheduler and the dag-processor write their first rows, the
-    api-server can answer 500 ("Database error": the file was locked) or nothing at all. Such answers are asked
-    again for ``within_s`` seconds; any other refusal is final at once.
+    Airflow's local database is SQLite: when another process held the file's lock for longer than the stack's
+    processes wait for it (:mod:`.airflow_sqlite`), the api-server answers 500 ("Database error"); on a busy
+    machine it may not answer at all. Such answers are asked again for ``within_s`` seconds; any other refusal is
+    final at once.
 
     Returns:
         True when it was created now.

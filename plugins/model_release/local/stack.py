@@ -27,6 +27,7 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
+from . import airflow_sqlite
 from .airflow_cli import PREPARE_DB, airflow_commands
 from .procs import StartedOnEnter
 
@@ -119,6 +120,7 @@ class EmbeddedStack(StartedOnEnter):
             AIRFLOW__CORE__LOAD_EXAMPLES="False",
             AIRFLOW__CORE__PARALLELISM="4",
             AIRFLOW__LOGGING__COLORED_CONSOLE_LOG="False",
+            **airflow_sqlite.ENV,
             **connection_env(str(self.tracking_uri), self.endpoint_url),
         )
         env.update(self.extra_env)

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import airflow_sqlite
 from .ports import free_port
 from .moto_process import _MOTO_KEY_ID, _MOTO_SECRET  # the local endpoint's dummy credentials
 from .stack import PROJECT, connection_env
@@ -182,6 +183,7 @@ def stack_env(layout: Layout, config: StackConfig) -> dict[str, str]:
         # with 0.2 s on a 2-core machine (0.28 s a step with 0.25 s); an idle scheduler takes 6% of a core, not 2%.
         "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "0.25",
         **TASK_SLOT_ENV,
+        **airflow_sqlite.ENV,  # a writer waits 20 s for SQLite's lock, not 5 s (CI's up failed on a locked file)
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{AIRFLOW_USER}:admin",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(layout.passwords),
         "AIRFLOW__API__HOST": HOST,
