@@ -519,11 +519,11 @@ class _Clock:
         self.now += seconds
 
 
-def _ensure(pools: _Pools, clock: _Clock | None = None, within_s: float = 60.0) -> bool:
+def _ensure(pools: _Pools, clock: _Clock | None = None, within_s: float = 60.0, stopping=lambda: False) -> bool:  # noqa: ANN001
     from model_release.local.services import ensure_canary_pool
 
     clock = clock or _Clock()
-    return ensure_canary_pool(pools, within_s=within_s, sleep=clock.sleep, clock=clock)
+    return ensure_canary_pool(pools, within_s=within_s, stopping=stopping, sleep=clock.sleep, clock=clock)
 
 
 def test_the_canary_pool_is_created_once_with_one_slot_and_a_changed_one_is_left_alone() -> None:
@@ -537,8 +537,8 @@ def test_the_canary_pool_is_created_once_with_one_slot_and_a_changed_one_is_left
     assert _ensure(existing) is False and existing.posted == []
     assert _ensure(_Pools([404], [409])) is True  # created meanwhile by another client
     clock = _Clock()
-    with pytest.raises(ServiceUnavailable, match=r"did not create pool 'triton_canary'.*answered 400\. Create it: "
-                                                  r"airflow pools set triton_canary 1"):
+    with pytest.raises(ServiceUnavailable, match=r"^Airflow did not create pool 'triton_canary': .*answered 400\. "
+                                                  r"Create it: airflow pools set triton_canary 1"):
         _ensure(_Pools([404], [400]), clock)
     assert clock.slept == []  # a refusal is not asked again
 
@@ -546,25 +546,33 @@ def test_the_canary_pool_is_created_once_with_one_slot_and_a_changed_one_is_left
 def test_a_locked_airflow_database_is_asked_again_until_the_pool_is_made_and_not_past_the_deadline() -> None:
     """CI once saw POST /api/v2/pools answer 500 "Database error" while the scheduler wrote SQLite: transient."""
     from model_release.errors import ServiceUnavailable
+    from model_release.local.services import POLL_S
 
     clock = _Clock()
     flaky = _Pools([404], [500, None, 200])
     assert _ensure(flaky, clock) is True
-    assert len(flaky.posted) == 3 and flaky.asked == 3 and 0 < clock.now < 60
-    clock = _Clock()
-    assert _ensure(_Pools([500, 500, 200]), clock) is False  # the GET may fail the same way
-    # just inside the deadline the last try still counts; just past it, the error says how long it asked
-    clock = _Clock()
+    assert len(flaky.posted) == 3 and flaky.asked == 3 and clock.slept == [POLL_S, POLL_S]
+    assert _ensure(_Pools([500, 500, 200]), _Clock()) is False  # the GET may fail the same way
+    # within 1.9 s, polled every 0.2 s: tries at 0, 0.2, ... 1.8 and a last one at 2.0, past the deadline.
+    # The eleventh try still counts; one failure more, and the error says how long it asked and how to do it by hand.
     late = _Pools([404], [500] * 10 + [200])
-    assert _ensure(late, clock, within_s=10.0) is True and clock.now == pytest.approx(10.0)
+    assert _ensure(late, _Clock(), within_s=1.9) is True and len(late.posted) == 11
     clock = _Clock()
-    with pytest.raises(ServiceUnavailable, match=r"did not create pool 'triton_canary': Airflow POST "
-                                                  r"/api/v2/pools answered 500 \(asked for 10 s\)\. Create it"):
-        _ensure(_Pools([404], [500] * 11 + [200]), clock, within_s=10.0)
-    assert clock.now == pytest.approx(10.0)
-    with pytest.raises(ServiceUnavailable, match=r"did not say whether pool 'triton_canary' exists.*answered 500 "
-                                                  r"\(asked for 5 s\)"):
-        _ensure(_Pools([500]), _Clock(), within_s=5.0)
+    too_late = _Pools([404], [500] * 11 + [200])
+    with pytest.raises(ServiceUnavailable, match=r"^Airflow's pool 'triton_canary' \(Create it: airflow pools set "
+                                                  r"triton_canary 1 .*\) was not ready after 2 s \(Airflow did not "
+                                                  r"create pool 'triton_canary': Airflow POST /api/v2/pools answered "
+                                                  r"500\)$"):
+        _ensure(too_late, clock, within_s=1.9)
+    assert len(too_late.posted) == 11 and clock.now == pytest.approx(2.0)
+    with pytest.raises(ServiceUnavailable, match=r"was not ready after 1 s \(Airflow did not say whether pool "
+                                                  r"'triton_canary' exists: Airflow GET /api/v2/pools/triton_canary "
+                                                  r"answered 500\)$"):
+        _ensure(_Pools([500]), _Clock(), within_s=1.0)
+    stopped = _Pools([500])
+    with pytest.raises(ServiceUnavailable, match=r"^Airflow's pool 'triton_canary' .*: start-up interrupted$"):
+        _ensure(stopped, _Clock(), stopping=lambda: True)  # Ctrl-C during `up`: said as such, not as a pool failure
+    assert stopped.asked == 0
 
 
 def test_quick_exit_runs_the_script_as_main_with_its_arguments_exit_code_and_exit_handlers(tmp_path: Path) -> None:

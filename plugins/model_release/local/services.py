@@ -122,8 +122,8 @@ def ensure_canary_pool(api: AirflowApi, *, within_s: float = 60.0, stopping: Cal
 
     Airflow's local database is SQLite: when another process held the file's lock for longer than the stack's
     processes wait for it (:mod:`.airflow_sqlite`), the api-server answers 500 ("Database error"); on a busy
-    machine it may not answer at all. Such answers are asked again for ``within_s`` seconds; any other refusal is
-    final at once.
+    machine it may not answer at all. Such answers are asked again (:func:`wait_until`) for ``within_s`` seconds;
+    any other refusal is final at once.
 
     Returns:
         True when it was created now.
@@ -132,48 +132,54 @@ def ensure_canary_pool(api: AirflowApi, *, within_s: float = 60.0, stopping: Cal
         ServiceUnavailable: Airflow refused to create it, or still failed after ``within_s`` (the message has its answer).
     """
     name, slots, description = CANARY_POOL
-    deadline = clock() + within_s
-    while True:
-        doing = f"say whether pool {name!r} exists"
+    by_hand = f"Create it: airflow pools set {name} {slots} '{description}'"
+    made: list[bool] = []
+
+    def failed(exc: AirflowApiError, doing: str) -> str:
+        """Why it is not made yet, for an answer worth asking again; raised at once for any other."""
+        why = f"Airflow did not {doing}: {exc}"
+        if exc.status is not None and exc.status < 500:
+            raise ServiceUnavailable(f"{why}. {by_hand}") from None
+        return why
+
+    def check() -> str | None:
         try:
-            try:
-                api.get(f"/api/v2/pools/{name}")
-                return False
-            except AirflowApiError as exc:
-                if exc.status != 404:
-                    raise
-            doing = f"create pool {name!r}"
-            try:
-                api.post("/api/v2/pools", {"name": name, "slots": int(slots), "description": description})
-            except AirflowApiError as exc:
-                if exc.status != 409:  # created meanwhile: as good
-                    raise
-            return True
+            api.get(f"/api/v2/pools/{name}")
+            made.append(False)
+            return None
         except AirflowApiError as exc:
-            transient = exc.status is None or exc.status >= 500
-            if not transient or stopping() or clock() >= deadline:
-                waited = f" (asked for {within_s:.0f} s)" if transient else ""
-                raise ServiceUnavailable(f"Airflow did not {doing}: {exc}{waited}. Create it: "
-                                         f"airflow pools set {name} {slots} '{description}'") from None
-            sleep(min(POLL_S * 5, max(0.0, deadline - clock())))
+            if exc.status != 404:
+                return failed(exc, f"say whether pool {name!r} exists")
+        try:
+            api.post("/api/v2/pools", {"name": name, "slots": int(slots), "description": description})
+        except AirflowApiError as exc:
+            if exc.status != 409:  # created meanwhile: as good
+                return failed(exc, f"create pool {name!r}")
+        made.append(True)
+        return None
+
+    wait_until(check, what=f"Airflow's pool {name!r} ({by_hand})", timeout=within_s, stopping=stopping, sleep=sleep,
+               clock=clock)
+    return made[-1]
 
 
 def wait_until(check: Callable[[], str | None], *, what: str, timeout: float, stopping: Callable[[], bool],
-               log: Path | None = None) -> None:
-    """Call ``check`` until it returns None (ready); it returns the reason it is not ready yet.
+               log: Path | None = None, sleep: Callable[[float], None] = time.sleep,
+               clock: Callable[[], float] = time.monotonic) -> None:
+    """Call ``check`` until it returns None (ready); it returns the reason it is not ready yet, or raises to give up.
 
     Raises:
         ServiceUnavailable: not ready within ``timeout`` seconds, with the last reason and the log to read.
     """
-    deadline = time.monotonic() + timeout
+    deadline = clock() + timeout
     reason = "not checked yet"
     while not stopping():
         reason = check() or ""
         if not reason:
             return
-        if time.monotonic() > deadline:
+        if clock() > deadline:
             break
-        time.sleep(POLL_S)
+        sleep(POLL_S)
     if stopping():
         raise ServiceUnavailable(f"{what}: start-up interrupted")
     where = f"; its log is {log}" if log else ""
