@@ -10,11 +10,11 @@ setup-distributed: setup
 	@bash infra/local/setup-distributed.sh
 
 demo: setup
-	$(PY) -m model_release.demo
+	$(PY) -m model_release.local.demo
 
 # the distributed stack (Postgres, Redis, Celery workers, MLflow server, a separate Triton): one release through the REST API
 distributed-demo: setup-distributed
-	$(PY) -m model_release.distributed_demo
+	$(PY) -m model_release.local.distributed_demo
 
 # the embedded stack as services that keep running (README, "Using it"); state under .work/stack
 up: setup

@@ -32,10 +32,10 @@ os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 import numpy as np  # noqa: E402
 
 from model_release.export import export  # noqa: E402
-from model_release.golden import NpzWriter, iter_npz  # noqa: E402
-from model_release.intake import resolve  # noqa: E402
+from model_release.model.golden import NpzWriter, iter_npz  # noqa: E402
+from model_release.intake.stage import resolve  # noqa: E402
 from model_release.local.mlflow import use_local_tracking  # noqa: E402
-from model_release.parity import ParityAccumulator  # noqa: E402
+from model_release.model.parity import ParityAccumulator  # noqa: E402
 from model_release.spec import Tolerances, parse_spec  # noqa: E402
 from model_release.workspace import Workspace  # noqa: E402
 

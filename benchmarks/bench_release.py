@@ -160,7 +160,7 @@ def stage_times(timer: Timer) -> Any:
 
 
 def release_once(stack: Any, c: float, *, search: bool = False) -> tuple[float, Any]:
-    from model_release.demo import SPEC, train_iris
+    from model_release.local.demo import SPEC, train_iris
     from model_release.pipeline import Services, release
     from model_release.spec import load_spec
     from model_release.workspace import Workspace, new_release_id

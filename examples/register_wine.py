@@ -67,7 +67,7 @@ def main() -> None:
     import mlflow
     from mlflow.models import infer_signature
 
-    from model_release.skops_import import import_skops
+    from model_release.model.skops_import import import_skops
 
     import_skops()  # MLflow's sklearn flavor saves with skops, whose import would load all of PyTorch (1.5 s) for nothing
     from sklearn.linear_model import LogisticRegression

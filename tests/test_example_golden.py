@@ -1,6 +1,6 @@
 """The example specs' golden files are held out: no row the examples train on, and the target the spec names.
 
-The demo (``releases/iris.yaml``, models from :func:`model_release.demo.fit_iris`) and README's
+The demo (``releases/iris.yaml``, models from :func:`model_release.local.demo.fit_iris`) and README's
 "Using it" (``releases/wine.yaml``, the model from ``examples/register_wine.py``) each ship a golden
 file of rows their models never saw, with the ground truth in the column ``golden.target`` names;
 the canary's quality gates score every release on it.
@@ -16,7 +16,7 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from model_release import demo
+from model_release.local import demo
 from model_release.spec import load_spec
 from model_release.spec.sections import DEFAULT_MIN_GOLDEN_ROWS
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from model_release.errors import ParityError
-from model_release.parity import ParityAccumulator, compare, compare_batches, raise_if_failed
+from model_release.model.parity import ParityAccumulator, compare, compare_batches, raise_if_failed
 from model_release.spec import Tolerances
 
 
@@ -137,7 +137,7 @@ def test_streaming_equals_one_shot(rows, cols, seed, cuts, nan_rows):
 def test_a_zero_required_agreement_is_honoured_not_read_as_one() -> None:
     import numpy as np
 
-    from model_release.parity import compare
+    from model_release.model.parity import compare
     from model_release.spec import Tolerances
 
     ref = {"label": np.array([0, 1, 1, 0])}

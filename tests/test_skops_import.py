@@ -1,4 +1,4 @@
-"""skops.io imported by model_release.skops_import: no torch, the same trusted types, the real package after."""
+"""skops.io imported by model_release.model.skops_import: no torch, the same trusted types, the real package after."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ PROBE = r"""
 import json, sys
 mode = sys.argv[1]
 if mode == "ours":
-    from model_release.skops_import import import_skops, TORCH_COMPAT
+    from model_release.model.skops_import import import_skops, TORCH_COMPAT
     import_skops()
 else:
     import skops.io

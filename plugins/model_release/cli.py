@@ -265,7 +265,7 @@ def _lint(argv: list[str]) -> int:
 
 
 def _demo(argv: list[str]) -> int:
-    from .demo import main as demo_main
+    from .local.demo import main as demo_main
 
     return demo_main(argv)
 

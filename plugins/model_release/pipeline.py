@@ -134,7 +134,7 @@ def preflight(
         StoreError, ServiceUnavailable: the store's bucket or folder is missing, not writable, or unreachable.
     """
     if spec.golden.source == "file":
-        from .golden import check_golden_file
+        from .model.golden import check_golden_file
 
         check_golden_file(spec)
     if services.tracking_uri is not None:
@@ -161,8 +161,8 @@ def _owned(ws: Workspace, owner: str | None) -> bool:
 
 def run_intake(spec: ReleaseSpec, ws: Workspace, services: Services) -> IntakeResult:
     """The intake stage: the release's model and, in a cascade or fan-out, every registered member."""
-    from .intake import resolve
-    from .member_stages import intake_members
+    from .intake.stage import resolve
+    from .intake.member_stages import intake_members
 
     def stage() -> IntakeResult:
         result = resolve(spec, ws, tracking_uri=services.tracking_uri)
@@ -176,7 +176,7 @@ def run_intake(spec: ReleaseSpec, ws: Workspace, services: Services) -> IntakeRe
 def run_export(spec: ReleaseSpec, ws: Workspace, intake: IntakeResult) -> ExportResult:
     """The export stage: the release's model and every registered member, each behind its parity gate."""
     from .export import export
-    from .member_stages import export_members
+    from .export.members import export_members
 
     def stage() -> ExportResult:
         result = export(spec, intake, ws)

@@ -80,7 +80,7 @@ class IntakeResult(_Serialisable):
     classes: list[Any] | None = None
     tracking_uri: str | None = None
     #: a cascade's or fan-out's members: key -> {"lineage": {...}, "intake": this class as a dict for a
-    #: registered member, else None} (:func:`model_release.members.intake_members`)
+    #: registered member, else None} (:func:`model_release.intake.members.intake_members`)
     members: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
@@ -146,7 +146,7 @@ class AssembleResult(_Serialisable):
     load_order: list[str]
     models: dict[str, int]
     warnings: list[str] = field(default_factory=list)
-    #: role -> the entry model's output that plays it (see :mod:`model_release.roles`)
+    #: role -> the entry model's output that plays it (see :mod:`model_release.model.roles`)
     roles: dict[str, str] = field(default_factory=dict)
     #: the label names the classifier answers, in class order (None for other shapes)
     labels: list[str] | None = None

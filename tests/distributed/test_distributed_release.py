@@ -84,7 +84,7 @@ def _store(stack):
 
 
 def test_a_release_survives_its_worker_killed_mid_canary(stack) -> None:
-    from model_release.demo import train_iris
+    from model_release.local.demo import train_iris
     from model_release.store import list_releases
 
     started = time.monotonic()

@@ -2,7 +2,7 @@
 
 A champion (the C=10 retrain) is released through the DAG and rolled out to a local fleet of two
 serving Tritons (``model_release.local.fleet``, as ``model-release up`` starts them); then the demo's
-own step (:func:`model_release.demo.release_four`) registers release 3's model with a petal-length
+own step (:func:`model_release.local.demo.release_four`) registers release 3's model with a petal-length
 table for 0-7 cm only, releases it through the DAG with the watch on under the demo's bounded traffic
 loop, and reads back what the watch left. The spec is tests/dag_spec.py's (the shipped one without
 the canary's load phase, tuning and expectations): this test is about the watch, not latency.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from model_release.demo import MODEL_NAME, release_four, train_iris
+from model_release.local.demo import MODEL_NAME, release_four, train_iris
 from model_release.local.fleet import LocalFleet
 from model_release.local.stack import EmbeddedStack
 from model_release.serve.fleet import FLEET_ENV

@@ -17,7 +17,7 @@ import mlflow
 import numpy as np
 import pytest
 
-from model_release.demo import train_iris
+from model_release.local.demo import train_iris
 from model_release.errors import CanaryRejected, ConflictError, SpecError
 from model_release.pipeline import ReleaseOutcome, Services, release, run_promote
 from model_release.spec import load_spec

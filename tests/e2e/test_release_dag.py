@@ -20,7 +20,7 @@ import sqlite3
 import mlflow
 import pytest
 
-from model_release.demo import train_iris
+from model_release.local.demo import train_iris
 from model_release.workspace import new_release_id
 
 from ..dag_spec import write_dag_spec

@@ -13,7 +13,7 @@ import sys
 import pytest
 import yaml
 
-from model_release.demo import train_iris
+from model_release.local.demo import train_iris
 from model_release.errors import CanaryRejected, IntakeError, ParityError, SpecError
 from model_release.pipeline import Services, release
 from model_release.spec import load_spec

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from model_release.canary.report.decision import terminal
-from model_release.demo import train_iris
+from model_release.local.demo import train_iris
 from model_release.local.moto_process import _MOTO_KEY_ID, _MOTO_SECRET
 
 from .conftest import NOT_ABOUT_LATENCY, write_spec

@@ -30,7 +30,7 @@ import numpy as np
 import pytest
 
 from model_release.cli import main
-from model_release.demo import train_iris
+from model_release.local.demo import train_iris
 from model_release.errors import CanaryRejected
 from model_release.pipeline import Services, release
 from model_release.spec import load_spec

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from model_release.demo import train_iris
+from model_release.local.demo import train_iris
 
 from .conftest import NOT_ABOUT_LATENCY, write_spec
 

@@ -17,7 +17,7 @@ import pytest
 from model_release.errors import ExportError, ParityError, SpecError
 from model_release.export import export
 from model_release.export.base import converter_for
-from model_release.intake import resolve
+from model_release.intake.stage import resolve
 from model_release.pipeline import run_stage
 from model_release.workspace import Workspace
 

@@ -18,7 +18,7 @@ import pytest
 
 from model_release.errors import ParityError
 from model_release.export import cache, export, paritycache
-from model_release.intake import resolve
+from model_release.intake.stage import resolve
 from model_release.pipeline import Services, run_export, run_intake
 from model_release.types import ExportResult, IntakeResult
 from model_release.workspace import Workspace, sha256_file

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from model_release.errors import SpecError
-from model_release.golden import NpzWriter, iter_golden, iter_npz
+from model_release.model.golden import NpzWriter, iter_golden, iter_npz
 from model_release.types import IntakeResult, TensorSpec
 from tests.export.models import make_spec
 

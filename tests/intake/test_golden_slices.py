@@ -9,7 +9,7 @@ import pytest
 
 from model_release.canary.serve import load_golden
 from model_release.errors import CanaryRejected, SpecError
-from model_release.golden import MAX_SLICE_VALUES, SLICE_PREFIX, check_golden, iter_golden, write_truth
+from model_release.model.golden import MAX_SLICE_VALUES, SLICE_PREFIX, check_golden, iter_golden, write_truth
 from model_release.types import TensorSpec
 
 from .test_golden import intake_with, spec_for

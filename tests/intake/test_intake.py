@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from model_release.errors import IntakeError
-from model_release.intake import content_digest, schema_to_specs
+from model_release.intake.stage import content_digest, schema_to_specs
 from model_release.pipeline import Services, run_intake
-from model_release.mlmodel import triton_name
+from model_release.model.mlmodel import triton_name
 from model_release.types import IntakeResult, TensorSpec
 from model_release.workspace import Workspace
 from tests.export.models import Registry, iris, make_spec
@@ -198,7 +198,7 @@ def test_a_version_whose_artifacts_were_deleted_is_an_intake_error(registry, tmp
 
 
 def test_intake_records_the_version_source_without_credentials(registry, iris_versions, tmp_path):
-    from model_release.intake import resolve
+    from model_release.intake.stage import resolve
 
     class Client:
         """The registry's client, answering with a version whose source URI carries a password."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from model_release.airflow import dag_runner
-from model_release.demo import task_spans
+from model_release.local.demo import task_spans
 
 
 def line(at: str, what: str, task: str) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from model_release.demo import fit_iris
+from model_release.local.demo import fit_iris
 from model_release.local.traffic import TrafficLoop
 from model_release.local.watch_demo import (PROBE_FILE, TABLE_CM, production_rows, traffic_bodies, with_petal_table,
                                             write_watched_spec)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from model_release.errors import IntakeError
-from model_release.members import Lineage, changed_members, parse_member, pipeline_identity, resolve_members
+from model_release.intake.members import Lineage, changed_members, parse_member, pipeline_identity, resolve_members
 
 
 @pytest.mark.parametrize("value,kind,name,alias,version", [

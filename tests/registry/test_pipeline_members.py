@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from model_release.errors import ParityError, SpecError
-from model_release.members import Lineage, manifest_members, pipeline_identity
+from model_release.intake.members import Lineage, manifest_members, pipeline_identity
 from model_release.repository.manifest import build_manifest
 from model_release.spec import load_spec, parse_spec
 from model_release.store import ledger, open_store
@@ -131,8 +131,7 @@ def test_a_pipeline_is_known_by_every_members_version(tmp_path) -> None:
 
 
 def test_a_member_whose_export_fails_parity_is_named_with_its_own_tolerances(tmp_path, monkeypatch) -> None:
-    import model_release.export as export_package
-    from model_release import member_stages
+    from model_release.export import members as member_export
 
     spec = parse_spec({**BASE, "repository": CASCADE})
     seen = {}
@@ -143,10 +142,10 @@ def test_a_member_whose_export_fails_parity_is_named_with_its_own_tolerances(tmp
         raise ParityError('output "probabilities" differs from the sklearn model on 3 of 150 rows; loosen '
                           "export.tolerances.probabilities.atol in the spec only if that difference is acceptable")
 
-    monkeypatch.setattr(export_package, "export", fake_export)
+    monkeypatch.setattr(member_export, "export", fake_export)
     ws = Workspace("r", tmp_path)
     with pytest.raises(ParityError) as caught:
-        member_stages.export_members(spec, ws, _pipeline_intake("3"))
+        member_export.export_members(spec, ws, _pipeline_intake("3"))
     assert str(caught.value).startswith('member "large" (models:/iris-large@candidate v3) output "probabilities" differs')
     assert "loosen repository.cascade.tolerances.large.probabilities.atol" in str(caught.value)
     assert seen == {"tolerance": 1e-3, "model": "models:/iris-large@candidate", "folder": ws.path / "export" / "members" / "large"}

@@ -26,14 +26,14 @@ from airflow.executors.local_executor import LocalExecutor
 
 log = logging.getLogger(__name__)
 
-#: what the release DAG's tasks import on first use, heaviest first (skops through model_release.skops_import)
+#: what the release DAG's tasks import on first use, heaviest first (skops through model_release.model.skops_import)
 PRELOAD = ("mlflow.sklearn", "mlflow.pyfunc", "mlflow.onnx", "skops.io", "sklearn.linear_model", "onnx", "onnxruntime",
            "skl2onnx", "tritonclient.http", "boto3", "matplotlib.figure", "scipy.stats", "pandas")
 
 
 def preload(modules: tuple[str, ...] = PRELOAD) -> dict[str, str]:
     """Import ``modules``; what became of each (``"0.8 s"``, or the error), for the log."""
-    from model_release.skops_import import import_skops
+    from model_release.model.skops_import import import_skops
 
     done: dict[str, str] = {}
     for name in modules:

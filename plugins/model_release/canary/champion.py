@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ModelReleaseError
-from ..roles import LABEL, PROBABILITIES, VARIABLE
+from ..model.roles import LABEL, PROBABILITIES, VARIABLE
 from ..spec import ReleaseSpec
 from ..types import ExportResult, IntakeResult
 from ..workspace import Workspace
@@ -178,7 +178,7 @@ def _native(spec: ReleaseSpec, folder: Path, tracking_uri: str | None, intake: I
     alias = spec.promote.mlflow_alias
     if not alias:
         return None
-    from ..intake import resolve
+    from ..intake.stage import resolve
 
     try:
         prod_spec = spec.model_copy(update={"model": spec.model.model_copy(update={"alias": alias, "version": None})})
@@ -198,12 +198,12 @@ def _native(spec: ReleaseSpec, folder: Path, tracking_uri: str | None, intake: I
     if inputs != {t.name: (t.datatype, tuple(t.dims)) for t in intake.inputs}:
         champion.reason += "; its inputs differ from the candidate's, so it was not run on the golden set"
         return champion
-    from ..native import load_native
+    from ..model.native import load_native
 
     with np.load(export.golden_path, allow_pickle=False) as golden:
         outputs = load_native(prod)({k: golden[k] for k in golden.files})
     champion.outputs = {k: np.asarray(v) for k, v in outputs.items()}
-    # native outputs are named after their roles (label/probabilities, variable; see model_release.native)
+    # native outputs are named after their roles (label/probabilities, variable; see model_release.model.native)
     champion.interface = Interface({r: r for r in (LABEL, PROBABILITIES, VARIABLE) if r in outputs}, None, prod.classes)
     return champion
 

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CanaryRejected
-from ..golden import SLICE_PREFIX
+from ..model.golden import SLICE_PREFIX
 from ..spec import DEFAULT_MIN_GOLDEN_ROWS, ReleaseSpec
 from ..triton.client import ReplayResult, TritonHttpClient, replay
 from ..triton.delivery import Delivery, RemoteCanary, check_plans

@@ -143,7 +143,7 @@ def _pipeline_members(report: CanaryReport, intake: IntakeResult, champion: Cham
     """A cascade's or fan-out's members in the report: each one's version (``model.members``) and
     which of them changed against the champion's manifest (``champion.changed_members``; every
     member when the champion records none: it is not a served pipeline release)."""
-    from ..members import changed_members, lineage_of
+    from ..intake.members import changed_members, lineage_of
 
     lineage = lineage_of(intake.members)
     report.model = {**report.model, "members": {k: (f"{v.name} v{v.version}" if v.kind != "unregistered" else v.source)

@@ -2,7 +2,7 @@
 
 A converter turns one MLflow flavor's native model into an ONNX ``ModelProto`` whose graph inputs
 carry the intake's Triton input names and whose outputs carry the native model's output names
-(see :mod:`model_release.native`), with a dynamic first (batch) dimension. Converters are
+(see :mod:`model_release.model.native`), with a dynamic first (batch) dimension. Converters are
 looked up by flavor in :data:`CONVERTERS`; tests and callers may pass their own mapping (for
 example a wrapper that alters the graph) through ``export(..., converters=...)``.
 """
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import onnx
 
     from ..types import IntakeResult
-    from ..native import NativeModel
+    from ..model.native import NativeModel
 
 
 class Converter(Protocol):

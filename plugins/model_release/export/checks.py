@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..dtypes import triton_from_onnx
+from ..model.dtypes import triton_from_onnx
 from ..errors import ExportError
 from ..types import TensorSpec
 from .base import first_line

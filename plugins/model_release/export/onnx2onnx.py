@@ -10,7 +10,7 @@ import numpy as np
 from ..errors import ExportError
 from ..types import IntakeResult
 from .base import first_line, package_version, rename_io
-from ..native import NativeModel, OnnxNative
+from ..model.native import NativeModel, OnnxNative
 
 
 class OnnxConverter:

@@ -26,16 +26,16 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from ..parity import OutputParity, ParityReport
-from ..mlmodel import input_example_info
+from ..model.parity import OutputParity, ParityReport
+from ..model.mlmodel import input_example_info
 from ..spec import ReleaseSpec
 from ..types import IntakeResult, TensorSpec
 from . import cache
 from .base import package_version
 
 #: the modules whose code decides a parity result (a change of any of them invalidates stored results)
-GATE_MODULES = ("model_release.parity", "model_release.golden", "model_release.dtypes",
-                "model_release.native", "model_release.export.stage")
+GATE_MODULES = ("model_release.model.parity", "model_release.model.golden", "model_release.model.dtypes",
+                "model_release.model.native", "model_release.export.stage")
 
 
 def parity_key(spec: ReleaseSpec, intake: IntakeResult, onnx_sha256: str, outputs: list[TensorSpec],

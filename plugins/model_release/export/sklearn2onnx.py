@@ -16,7 +16,7 @@ import numpy as np
 from ..errors import ExportError
 from ..types import IntakeResult, TensorSpec
 from .base import first_line, package_version, rename_io
-from ..native import EstimatorNative, NativeModel
+from ..model.native import EstimatorNative, NativeModel
 
 
 def onnxmltools_type(spec: TensorSpec, shape: list[Any], module: str = "skl2onnx.common.data_types") -> Any:

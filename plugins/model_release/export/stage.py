@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import ExportError, ParityError, SpecError
-from ..golden import NpzWriter, check_golden, golden_origin, iter_golden, write_truth
-from ..parity import ParityAccumulator, ParityReport
-from ..roles import is_label_datatype
+from ..model.golden import NpzWriter, check_golden, golden_origin, iter_golden, write_truth
+from ..model.parity import ParityAccumulator, ParityReport
+from ..model.roles import is_label_datatype
 from ..safe_text import echo
 from ..spec import ReleaseSpec
 from ..stages import EXPORT
@@ -37,7 +37,7 @@ from ..workspace import Workspace, atomic_write_bytes, atomic_write_json, sha256
 from . import cache, paritycache
 from .base import Converter, converter_for, package_version
 from .checks import check_onnx, opset_imports, opset_of, simplify, tensor_specs
-from ..native import NativeModel, cast_input, load_native
+from ..model.native import NativeModel, cast_input, load_native
 
 log = logging.getLogger(__name__)
 
@@ -356,7 +356,7 @@ def _run_parity(spec: ReleaseSpec, intake: IntakeResult, native: NativeModel, ca
 
 
 def _np(spec: TensorSpec) -> np.dtype:
-    from ..dtypes import numpy_from_triton
+    from ..model.dtypes import numpy_from_triton
 
     return numpy_from_triton(spec.datatype)
 

@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import ExportError
 from ..types import IntakeResult
 from .base import first_line, package_version
-from ..native import NativeModel, cast_input, output_names
+from ..model.native import NativeModel, cast_input, output_names
 
 
 class TorchConverter:

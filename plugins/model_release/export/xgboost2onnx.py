@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import ExportError
 from ..types import IntakeResult
 from .base import first_line, package_version
-from ..native import EstimatorNative, NativeModel
+from ..model.native import EstimatorNative, NativeModel
 from .sklearn2onnx import initial_types
 
 

@@ -24,9 +24,9 @@ from typing import Any
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-from ..dtypes import numpy_from_triton
+from ..model.dtypes import numpy_from_triton
 from ..errors import AssembleError, LintError
-from ..roles import ANSWERED_BY, LABEL, PROBABILITIES, VARIABLE
+from ..model.roles import ANSWERED_BY, LABEL, PROBABILITIES, VARIABLE
 from ..spec import RELEASE, CascadeSpec, FanoutSpec, ReleaseSpec
 from ..stages import REPOSITORY
 from ..types import AssembleResult, ExportResult, IntakeResult, TensorRTResult, TensorSpec

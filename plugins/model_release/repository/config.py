@@ -12,7 +12,7 @@ from typing import Iterable
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
-from ..dtypes import config_type, wire_type
+from ..model.dtypes import config_type, wire_type
 from ..workspace import atomic_write_bytes
 
 ModelConfig = mc.ModelConfig

@@ -108,7 +108,7 @@ def build_manifest(
 
 
 def _members(intake: IntakeResult, export: ExportResult) -> dict[str, Any]:
-    from ..members import manifest_members
+    from ..intake.members import manifest_members
 
     return manifest_members(intake, export)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from ..dtypes import triton_from_onnx
+from ..model.dtypes import triton_from_onnx
 from ..errors import AssembleError
 from ..types import TensorSpec
 

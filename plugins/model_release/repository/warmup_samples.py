@@ -36,7 +36,7 @@ def _golden(path: str | None) -> dict[str, np.ndarray]:
 
 def add_warmup(config: Any, model_dir: Path, golden_path: str | None) -> None:
     """Give ``config`` (a leaf's ModelConfig) warm-up samples and write their data files under ``model_dir``."""
-    from ..dtypes import numpy_from_triton
+    from ..model.dtypes import numpy_from_triton
     from .config import wire_name
 
     golden = _golden(golden_path)

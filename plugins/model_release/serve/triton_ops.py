@@ -110,7 +110,7 @@ class ServingTriton(TritonServer):
         import numpy as np
         import tritonclient.http as httpclient
 
-        from ..dtypes import numpy_from_triton
+        from ..model.dtypes import numpy_from_triton
         from ..repository.config import wire_name
 
         inputs = []

@@ -213,7 +213,7 @@ class CanarySpec(_Strict):
     @field_validator("quality")
     @classmethod
     def _known_metrics(cls, v: dict[str, MetricGate | None]) -> dict[str, MetricGate | None]:
-        from ..metrics import METRICS
+        from ..model.metrics import METRICS
 
         for name, gate in v.items():
             metric = METRICS.get(name)
@@ -228,7 +228,7 @@ class CanarySpec(_Strict):
 
     def quality_gates(self, task: str) -> dict[str, MetricGate]:
         """The gates in force for ``classification`` or ``regression``: defaults, then the spec's."""
-        from ..metrics import METRICS
+        from ..model.metrics import METRICS
 
         gates = dict(DEFAULT_QUALITY_GATES.get(task, {}))
         for name, gate in self.quality.items():

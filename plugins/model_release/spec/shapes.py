@@ -24,7 +24,7 @@ class DynamicBatching(_Strict):
 
 def _member_source(value: str) -> str:
     """``release``, ``models:/NAME@ALIAS``, ``models:/NAME/VERSION`` or an .onnx path (see :mod:`..members`)."""
-    from ..members import parse_member
+    from ..intake.members import parse_member
 
     parse_member(value)
     return value
@@ -32,7 +32,7 @@ def _member_source(value: str) -> str:
 
 def _member_tolerances(block: str, members: dict[str, str], tolerances: dict[str, Tolerances]) -> None:
     """Refuse ``tolerances.KEY`` for a key that is not a registered member (only those are exported here)."""
-    from ..members import parse_member
+    from ..intake.members import parse_member
 
     registered = sorted(k for k, v in members.items() if parse_member(v).kind == "registered")
     for key in tolerances:

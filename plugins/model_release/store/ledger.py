@@ -223,7 +223,7 @@ def candidate_version(tracking_uri: str | None, model: str, alias: str | None, v
 
 def pipeline_version(version: str | int, identity: str | None) -> str:
     """The version the ledger knows a release by: the model version, or for a cascade or fan-out
-    ``<version>+<12 hex>``, the hex a sha256 of :func:`~model_release.members.pipeline_identity`
+    ``<version>+<12 hex>``, the hex a sha256 of :func:`~model_release.intake.members.pipeline_identity`
     (every member's version), so each combination of member versions has its own entry: a new
     version of any member is new to the channel, and a rejected combination stays rejected."""
     if not identity:
@@ -241,7 +241,7 @@ def candidate_identity(tracking_uri: str | None, spec: Any, version: str) -> str
         IntakeError: a member's model, alias or version does not exist (the member is named).
         ServiceUnavailable: MLflow could not be reached.
     """
-    from ..members import RELEASE, Lineage, pipeline_identity, pipeline_members, resolve_members
+    from ..intake.members import RELEASE, Lineage, pipeline_identity, pipeline_members, resolve_members
 
     members = pipeline_members(spec)
     if not members:
@@ -253,7 +253,7 @@ def candidate_identity(tracking_uri: str | None, spec: Any, version: str) -> str
 
 def manifest_version(manifest: dict[str, Any]) -> str | None:
     """The ledger's version of a released manifest (:func:`pipeline_version`); None when it names no model version."""
-    from ..members import lineage_of, pipeline_identity
+    from ..intake.members import lineage_of, pipeline_identity
 
     model = manifest.get("model") or {}
     if model.get("version") is None:

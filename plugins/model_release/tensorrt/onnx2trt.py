@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ExportError
-from ..parity import compare, raise_if_failed
+from ..model.parity import compare, raise_if_failed
 from ..spec import ReleaseSpec
 from ..stages import TENSORRT
 from ..types import ExportResult, TensorRTResult

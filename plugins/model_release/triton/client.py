@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..dtypes import numpy_from_triton
+from ..model.dtypes import numpy_from_triton
 from ..errors import CanaryRejected, ServiceUnavailable
 
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ..dtypes import numpy_from_triton
+from ..model.dtypes import numpy_from_triton
 
 
 class Requester:

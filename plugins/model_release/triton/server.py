@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..dtypes import wire_type
+from ..model.dtypes import wire_type
 from ..errors import CanaryRejected, ServiceUnavailable
 
 

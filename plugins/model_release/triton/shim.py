@@ -14,7 +14,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..dtypes import triton_from_onnx, wire_type
+from ..model.dtypes import triton_from_onnx, wire_type
 from ..errors import CanaryRejected, GpuUnavailable, ModelReleaseError
 from ..repository.config import write_config
 

@@ -1,12 +1,12 @@
 """What the canary's outputs are compared with, and how.
 
 The assembler's result says how to read the entry model's outputs (:class:`Interface`): which
-output plays which role (:mod:`model_release.roles`), the label names it answers and the native
+output plays which role (:mod:`model_release.model.roles`), the label names it answers and the native
 class values they stand for. When the served label holds names (the ``classifier`` shape: BYTES
 [N, top_k], best first), the reference's class values are mapped to names (``labels[i]`` for
 ``classes[i]``) and the top-1 label is compared by agreement; the class scores numerically.
 Otherwise every output present on both sides is compared by name: label outputs (the one rule in
-:func:`model_release.roles.is_label_array`) by agreement, the rest with atol/rtol.
+:func:`model_release.model.roles.is_label_array`) by agreement, the rest with atol/rtol.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from ...errors import CanaryRejected
-from ...parity import ParityAccumulator, ParityReport
-from ...roles import LABEL, PROBABILITIES, is_label_array
+from ...model.parity import ParityAccumulator, ParityReport
+from ...model.roles import LABEL, PROBABILITIES, is_label_array
 from ...spec import Tolerances
 from ...types import AssembleResult
 

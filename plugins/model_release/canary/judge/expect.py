@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ...roles import LABEL, PROBABILITIES
+from ...model.roles import LABEL, PROBABILITIES
 
 #: how far a row of class probabilities may sum from 1 (float32 softmax rounding is ~1e-7 per class)
 ROW_SUM_TOLERANCE = 1e-4

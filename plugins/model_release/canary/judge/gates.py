@@ -32,8 +32,8 @@ from collections.abc import Collection
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ...metrics import METRICS
-from ...parity import OutputParity, ParityReport
+from ...model.metrics import METRICS
+from ...model.parity import OutputParity, ParityReport
 from ...spec import MetricGate, ReleaseSpec
 from .latency_ratio import ratio_gate
 from .outcome import INCONCLUSIVE, Finding, finite, gate_status

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from ...metrics import CLASSIFICATION, REGRESSION
-from ...roles import LABEL, VARIABLE
+from ...model.metrics import CLASSIFICATION, REGRESSION
+from ...model.roles import LABEL, VARIABLE
 from ...spec import ReleaseSpec
 from ...types import AssembleResult
 from ..champion import NATIVE, SERVED, Champion

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from ...metrics import CLASSIFICATION, REGRESSION
-from ...roles import VARIABLE
+from ...model.metrics import CLASSIFICATION, REGRESSION
+from ...model.roles import VARIABLE
 from ...spec import CanarySpec
 from ...spec.paired import CLASSES_SETTING, SLICES_SETTING
 from . import quality as q

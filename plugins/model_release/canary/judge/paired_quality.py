@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ...metrics import CLASSIFICATION
+from ...model.metrics import CLASSIFICATION
 from .quality import Classified
 from ...spec import CanarySpec
 from ...spec.paired import (DEFAULT_BINS, DEFAULT_CONFIDENCE, DEFAULT_MAX_NEGATIVE_FLIPS, DEFAULT_MAX_PRECISION_DROP,

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from ...errors import SpecError
-from ...metrics import CLASSIFICATION, REGRESSION, classification_metrics, regression_metrics
-from ...roles import LABEL, PROBABILITIES, VARIABLE
+from ...model.metrics import CLASSIFICATION, REGRESSION, classification_metrics, regression_metrics
+from ...model.roles import LABEL, PROBABILITIES, VARIABLE
 from .compare import Interface, top1
 
 

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...metrics import METRICS
+from ...model.metrics import METRICS
 from ...safe_text import escape_controls, redact
 from ..judge.outcome import FAILED, INCONCLUSIVE, PASSED, SKIPPED, gate_status
 

@@ -285,7 +285,7 @@ def _onnx_tensors(path: Path) -> tuple[list[tuple[str, int, list[int]]], list[tu
     import onnx  # heavy: only models completed from an ONNX file need it
 
     from ..config import data_type
-    from ...dtypes import triton_from_onnx
+    from ...model.dtypes import triton_from_onnx
 
     graph = onnx.load(str(path), load_external_data=False).graph
     if not graph.output:

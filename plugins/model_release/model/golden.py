@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 
 from .dtypes import numpy_from_triton
-from .errors import IntakeError, SpecError
-from .spec import ReleaseSpec
-from .types import IntakeResult, TensorSpec
+from ..errors import IntakeError, SpecError
+from ..spec import ReleaseSpec
+from ..types import IntakeResult, TensorSpec
 
 Batch = dict[str, np.ndarray]
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ParityError
-from .spec import Tolerances
+from ..errors import ParityError
+from ..spec import Tolerances
 
 
 @dataclass

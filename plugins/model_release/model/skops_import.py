@@ -27,7 +27,7 @@ def import_skops() -> Any:
         return module
     placeholder = None
     if TORCH_COMPAT not in sys.modules and "torch" not in sys.modules:
-        placeholder = types.ModuleType(TORCH_COMPAT, "an empty stand-in while skops imports (model_release.skops_import)")
+        placeholder = types.ModuleType(TORCH_COMPAT, "an empty stand-in while skops imports (model_release.model.skops_import)")
         placeholder.__path__ = []  # a package with nothing in it: the walk looks inside and finds nothing
         sys.modules[TORCH_COMPAT] = placeholder
     try:

@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 
 from .dtypes import numpy_from_triton
-from .errors import ExportError
+from ..errors import ExportError
 from .mlmodel import read_mlmodel, triton_name
 from .roles import LABEL, PROBABILITIES, VARIABLE
-from .types import IntakeResult, TensorSpec
+from ..types import IntakeResult, TensorSpec
 
 
 def cast_input(arr: np.ndarray, spec: TensorSpec) -> np.ndarray:

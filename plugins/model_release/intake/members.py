@@ -12,7 +12,7 @@ is recorded as *unregistered* (no lineage, no version; its file's sha256 in the 
 - :func:`changed_members` says which members moved since a previous release's lineage (the canary
   report names them against the champion).
 
-The stages use them through :mod:`model_release.member_stages` (intake and export of each
+The stages use them through :mod:`model_release.intake.member_stages` (intake and export of each
 registered member); the manifest's ``members`` section is :func:`manifest_members`. This module
 imports neither the spec nor a stage (the spec's validator and the ledger use it).
 """
@@ -23,9 +23,9 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from . import names
-from .errors import IntakeError, ServiceUnavailable
-from .safe_text import echo
+from .. import names
+from ..errors import IntakeError, ServiceUnavailable
+from ..safe_text import echo
 
 #: a member that is this release's own model (the spec's ``model``)
 RELEASE = "release"
@@ -86,7 +86,7 @@ def resolve_members(tracking_uri: str | None, members: dict[str, str]) -> dict[s
         IntakeError: a member's model, alias or version does not exist (the member is named).
         ServiceUnavailable: MLflow could not be reached.
     """
-    from .mlflow_env import quiet_mlflow_env
+    from ..mlflow_env import quiet_mlflow_env
 
     quiet_mlflow_env()
     from mlflow import MlflowClient

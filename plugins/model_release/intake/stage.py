@@ -21,17 +21,17 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .dtypes import triton_from_mlflow, triton_from_numpy
-from .errors import IntakeError, ModelReleaseError, ServiceUnavailable
-from .mlflow_env import quiet_mlflow_env
-from .mlmodel import read_mlmodel, triton_name
-from .safe_text import redact
-from .stages import INTAKE
-from .types import IntakeResult, TensorSpec
-from .workspace import Workspace, sha256_file
+from ..model.dtypes import triton_from_mlflow, triton_from_numpy
+from ..errors import IntakeError, ModelReleaseError, ServiceUnavailable
+from ..mlflow_env import quiet_mlflow_env
+from ..model.mlmodel import read_mlmodel, triton_name
+from ..safe_text import redact
+from ..stages import INTAKE
+from ..types import IntakeResult, TensorSpec
+from ..workspace import Workspace, sha256_file
 
 if TYPE_CHECKING:
-    from .spec import ReleaseSpec
+    from ..spec import ReleaseSpec
 
 #: MLflow flavors that export can convert to ONNX, in the order they are looked for
 SUPPORTED_FLAVORS = ("sklearn", "pytorch", "onnx", "xgboost", "lightgbm")
@@ -162,7 +162,7 @@ def resolve(
         classes=None,
         tracking_uri=redact(tracking_uri) if tracking_uri else tracking_uri,
     )
-    from .native import load_native
+    from ..model.native import load_native
 
     try:
         result.classes = load_native(result).classes
@@ -173,7 +173,7 @@ def resolve(
 
 def _mlflow_boundary(exc: Exception, what: str) -> Exception:
     """Convert an MLflow exception that is not a "does not exist" into an infrastructure error."""
-    from .mlflow_env import RETRIES_ENV, TIMEOUT_ENV
+    from ..mlflow_env import RETRIES_ENV, TIMEOUT_ENV
 
     limits = (f"each request waited up to {os.environ.get(TIMEOUT_ENV)} s and was retried {os.environ.get(RETRIES_ENV)} "
               "times (--mlflow-timeout / --mlflow-retries, or MLFLOW_HTTP_REQUEST_TIMEOUT / MLFLOW_HTTP_REQUEST_MAX_RETRIES)")

@@ -2,7 +2,7 @@
 
 A role says what an output *is*, whatever it is called: the class scores of a classifier, its
 predicted label, a regressor's prediction, which member of a cascade answered. The native
-adapters (:mod:`model_release.native`) and the converters name their outputs after roles; the
+adapters (:mod:`model_release.model.native`) and the converters name their outputs after roles; the
 assembler records in its result which served output plays which role
 (``AssembleResult.roles``), and every later stage reads that instead of guessing from names.
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import IntakeError
+from ..errors import IntakeError
 
 # numpy dtype name -> Triton wire datatype
 _NUMPY_TO_TRITON: dict[str, str] = {
@@ -119,7 +119,7 @@ def wire_type(config_datatype: str) -> str:
 
 
 def ExportErrorForDtype(what: str, elem_type: int) -> Exception:  # noqa: N802 - a factory
-    from .errors import ExportError
+    from ..errors import ExportError
 
     return ExportError(
         f"{what}: ONNX element type {elem_type} has no Triton data type; valid ONNX types: "

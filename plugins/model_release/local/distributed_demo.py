@@ -5,8 +5,8 @@ and Airflow (api-server, scheduler, dag-processor, triggerer, a CPU and a GPU Ce
 and registers an iris model, triggers ``model_release`` through the REST API, prints which worker
 ran each task (from Airflow's records) and where the release is, then stops everything.
 
-A demo, like :mod:`.demo` whose model it trains: it sits beside it at the top of the package,
-above the stack it starts (``local/``), so no arrow runs back up.
+A demo, like :mod:`.demo` whose model it trains: both are entry points and live beside the stacks
+they start (``local/``); no module but an entry point imports them.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from pathlib import Path
 
 def main() -> int:
     from .demo import train_iris
-    from .local.distributed import BUCKET, DistributedStack
-    from .store import open_store, read_channel
+    from .distributed import BUCKET, DistributedStack
+    from ..store import open_store, read_channel
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     root = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.mkdtemp(prefix="model-release-distributed-"))

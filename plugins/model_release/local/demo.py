@@ -1,6 +1,6 @@
 """The demo: four real releases of an iris classifier on the embedded stack, the gate and the watch at work.
 
-``make demo`` runs ``python -m model_release.demo``: it starts the embedded stack (MLflow on
+``make demo`` runs ``python -m model_release.local.demo``: it starts the embedded stack (MLflow on
 SQLite, the moto S3 server, an Airflow SQLite DB) and a local serving fleet of two Tritons (as
 ``model-release up`` starts them), then runs the ``model_release`` DAG four times as ``airflow dags
 test`` does (``dag.test()``, in one Airflow process: :meth:`~model_release.local.stack.EmbeddedStack.dag_session`),
@@ -36,12 +36,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .stages import CANARY, PROMOTE, ROLLOUT
-from .workspace import new_release_id
+from ..stages import CANARY, PROMOTE, ROLLOUT
+from ..workspace import new_release_id
 
 MODEL_NAME = "iris-classifier"
 SPEC = "releases/iris.yaml"
-PROJECT_SPEC = Path(__file__).resolve().parents[2] / SPEC
+PROJECT_SPEC = Path(__file__).resolve().parents[3] / SPEC
 
 
 #: the demo's golden set: this many of iris's rows are held out (stratified, seed ``SPLIT_SEED``) and shipped
@@ -114,7 +114,7 @@ def train_iris(tracking_uri: str, *, c: float = 1.0, alias: str | None = "candid
     import mlflow
     from mlflow.models import infer_signature
 
-    from .skops_import import import_skops
+    from ..model.skops_import import import_skops
 
     import_skops()  # log_model writes the skops format; without importing torch on the way
     model, x, y = fit_iris(c=c, max_iter=max_iter, noise=noise, seed=seed)
@@ -173,9 +173,9 @@ TRAFFIC_MAX_S, TRAFFIC_MAX_REQUESTS = 600.0, 40_000
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .local.fleet import LocalFleet
-    from .local.stack import EmbeddedStack
-    from .serve.fleet import FLEET_ENV
+    from .fleet import LocalFleet
+    from .stack import EmbeddedStack
+    from ..serve.fleet import FLEET_ENV
 
     parser = argparse.ArgumentParser(prog="model-release demo", description=__doc__.splitlines()[0])
     parser.add_argument("--root", default=".work/demo", help="where the demo keeps its state (emptied first)")
@@ -250,9 +250,9 @@ def release_four(stack: Any, fleet: Any, root: Path, base_spec: Path, *, champio
         run: runs the DAG (``conf``, ``echo=``): a :class:`~model_release.local.stack.DagSession`'s ``run``,
             whose process must have ``PYTHONUNBUFFERED`` set; by default a new ``airflow dags test``.
     """
-    from .local.traffic import TrafficLoop
-    from .local.watch_demo import golden_rows, register_petal_table_model, traffic_bodies, write_watched_spec
-    from .spec import load_spec
+    from .traffic import TrafficLoop
+    from .watch_demo import golden_rows, register_petal_table_model, traffic_bodies, write_watched_spec
+    from ..spec import load_spec
 
     t0 = time.monotonic()
     spec = write_watched_spec(base_spec, root / "spec")
@@ -302,9 +302,9 @@ def _traffic_on_rollout(traffic: Any, echo: Any) -> Any:
 
 def _watch_findings(stack: Any, fleet: Any, spec: Path, release_id: str, champion: dict[str, Any]) -> dict[str, Any]:
     """What the watch left after release 4's run (:func:`~model_release.local.watch_demo.rollback_findings`)."""
-    from .local.watch_demo import rollback_findings
-    from .spec import load_spec
-    from .store.model_store import open_store
+    from .watch_demo import rollback_findings
+    from ..spec import load_spec
+    from ..store.model_store import open_store
 
     loaded = load_spec(spec)
     store = open_store(loaded.promote.store, s3_client=stack.s3_client())
@@ -317,9 +317,9 @@ def _watch_findings(stack: Any, fleet: Any, spec: Path, release_id: str, champio
 
 def _rollout_record(stack: Any, release_id: str) -> dict[str, Any] | None:
     """The newest roll-out record of ``release_id`` in the demo's store (None: it was not rolled out)."""
-    from .serve.record import read_records
-    from .spec import load_spec
-    from .store.model_store import open_store
+    from ..serve.record import read_records
+    from ..spec import load_spec
+    from ..store.model_store import open_store
 
     spec = load_spec(PROJECT_SPEC)
     store = open_store(spec.promote.store, s3_client=stack.s3_client())
@@ -378,7 +378,7 @@ def _read_release(ws: Path, release_id: str, version: str, what: str) -> dict[st
     canary_json, promote_json = ws / CANARY / f"{CANARY}.json", ws / PROMOTE / f"{PROMOTE}.json"
     if not canary_json.is_file():
         return None
-    from .workspace import absolute_paths
+    from ..workspace import absolute_paths
 
     # results name their files relative to the release folder (@workspace/...): resolve them here
     canary = absolute_paths(json.loads(canary_json.read_text()), str(ws))
