@@ -147,3 +147,20 @@ def test_a_group_can_be_set_downstream_of_a_task_like_one() -> None:
 
         prepare() >> release_task_group("wine.yaml")
     assert dag.get_task("model_release.start").upstream_task_ids == {"prepare"}
+
+
+def test_the_readme_example_dag_releases_the_wine_spec_beside_the_clones_releases() -> None:
+    """examples/release_wine_dag.py, parsed as Airflow would: a few lines, its spec resolved from its own folder."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    from model_release.spec import load_spec
+
+    example = HERE.parents[1] / "examples" / "release_wine_dag.py"
+    assert len(example.read_text().splitlines()) <= 10
+    bag = DagBag(dag_folder=str(example))  # as the dag-processor parses a DAG file
+    assert bag.import_errors == {} and list(bag.dags) == ["release_wine"]
+    dag = bag.dags["release_wine"]
+    start = dag.get_task("model_release.start")
+    spec = start.run_params({"version": 2})
+    assert spec["spec"] == str(example.parent / "../releases/wine.yaml") and spec["version"] == 2
+    assert load_spec(spec["spec"]).model.name == "wine-classifier"
