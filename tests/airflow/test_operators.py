@@ -63,6 +63,12 @@ def test_a_run_param_overrides_the_argument_only_when_the_run_gives_a_value() ->
     run = start.run_params({"version": 7, "alias": "staging", "promote": True, "force_retry": True})
     assert (run["version"], run["alias"], run["promote"], run["workspace"], run["force_retry"]) == (
         7, "staging", True, "s3://bucket/ws", True)
+    # a run that names an alias releases that alias, not the version the DAG file pinned
+    with _dag():
+        pinned = ReleaseStartOperator(task_id="pinned", spec="/s/wine.yaml", version=4)
+    assert (pinned.run_params({"alias": "staging"})["version"], pinned.run_params({"alias": "staging"})["alias"]) == (
+        None, "staging")
+    assert pinned.run_params({"alias": None})["version"] == 4
     # just outside the list of run params: a "spec" param never replaces the operator's own spec
     assert start.run_params({"spec": "/other.yaml"})["spec"] == "/s/wine.yaml"
 
@@ -156,7 +162,10 @@ def test_the_readme_example_dag_releases_the_wine_spec_beside_the_clones_release
     from model_release.spec import load_spec
 
     example = HERE.parents[1] / "examples" / "release_wine_dag.py"
-    assert len(example.read_text().splitlines()) <= 10
+    text = example.read_text()
+    assert len(text.splitlines()) <= 10
+    code = text.split('"""', 2)[2].strip()  # what follows the docstring: README shows it as written
+    assert f"```python\n{code}\n```" in (HERE.parents[1] / "README.md").read_text()
     bag = DagBag(dag_folder=str(example))  # as the dag-processor parses a DAG file
     assert bag.import_errors == {} and list(bag.dags) == ["release_wine"]
     dag = bag.dags["release_wine"]

@@ -117,8 +117,9 @@ class ReleaseStartOperator(_ReleaseOperator):
         scheduled: a scheduled run: skip (every task) unless the candidate is new to the channel.
         mlflow_conn_id, aws_conn_id: the registry's and the model store's connections.
 
-    A DAG param of the same name (:data:`RUN_PARAMS`, with ``force_retry``) overrides the argument at
-    trigger time when the DAG declares it and the run gives it a value.
+    A DAG param of the same name (:data:`RUN_PARAMS`, and ``force_retry`` for a scheduled run) overrides
+    the argument at trigger time when the DAG declares it and the run gives it a value; a run that gives
+    ``version`` or ``alias`` replaces both arguments.
     """
 
     template_fields: Sequence[str] = ("spec", "version", "alias", "release_id", "promote", "workspace",
@@ -137,6 +138,8 @@ class ReleaseStartOperator(_ReleaseOperator):
         own = {"spec": _spec_path(self), "version": self.version, "alias": self.alias, "release_id": self.release_id,
                "promote": self.promote, "workspace": self.workspace}
         run = {key: params[key] for key in RUN_PARAMS if not _unset(params.get(key))}
+        if run.keys() & {"version", "alias"}:  # the run names the model version its own way: ours goes
+            own.update(version=None, alias=None)
         merged = {key: None if _unset(value) else value for key, value in {**own, **run}.items()}
         if isinstance(merged["version"], str) and merged["version"].isdigit():
             merged["version"] = int(merged["version"])  # a template renders text

@@ -21,17 +21,7 @@ from airflow.sdk import TaskGroup
 from ..stages import ASSEMBLE, CANARY, EXPORT, FINISH, INTAKE, PROMOTE, ROLLOUT, START, TENSORRT
 from .dags import RETRY_DELAY
 from .hooks import MlflowHook, ModelStoreHook, TritonCanaryHook
-from .operators import (
-    AssembleOperator,
-    CanaryOperator,
-    ExportOperator,
-    IntakeOperator,
-    PromoteOperator,
-    ReleaseFinishOperator,
-    ReleaseStartOperator,
-    RolloutOperator,
-    TensorRTOperator,
-)
+from . import operators as op
 
 
 def release_task_group(
@@ -84,19 +74,19 @@ def release_task_group(
     common: dict[str, Any] = {"aws_conn_id": aws_conn_id, "retries": retries, "retry_delay": retry_delay}
     with TaskGroup(group_id, prefix_group_id=prefix_group_id,
                    tooltip=f"release {spec} to channel {channel}") as group:
-        start = ReleaseStartOperator(task_id=START, spec=spec, version=version, alias=alias, release_id=release_id,
-                                     promote=promote, workspace=workspace, scheduled=scheduled,
+        start = op.ReleaseStartOperator(task_id=START, spec=spec, version=version, alias=alias, release_id=release_id,
+                                        promote=promote, workspace=workspace, scheduled=scheduled,
+                                        mlflow_conn_id=mlflow_conn_id, **common)
+        intake = op.IntakeOperator(task_id=INTAKE, release=start.output, mlflow_conn_id=mlflow_conn_id, **common)
+        export = op.ExportOperator(task_id=EXPORT, release=intake.output, **common)
+        tensorrt = op.TensorRTOperator(task_id=TENSORRT, release=export.output, queue=tensorrt_queue, **common)
+        assemble = op.AssembleOperator(task_id=ASSEMBLE, release=tensorrt.output, **common)
+        canary = op.CanaryOperator(task_id=CANARY, release=assemble.output, pool=canary_pool, pool_slots=1,
+                                   mlflow_conn_id=mlflow_conn_id, triton_conn_id=triton_conn_id, **common)
+        promoted = op.PromoteOperator(task_id=PROMOTE, release=canary.output, channel=channel,
+                                      mlflow_conn_id=mlflow_conn_id, **common)
+        rollout = op.RolloutOperator(task_id=ROLLOUT, release=promoted.output, channel=channel,
                                      mlflow_conn_id=mlflow_conn_id, **common)
-        intake = IntakeOperator(task_id=INTAKE, release=start.output, mlflow_conn_id=mlflow_conn_id, **common)
-        export = ExportOperator(task_id=EXPORT, release=intake.output, **common)
-        tensorrt = TensorRTOperator(task_id=TENSORRT, release=export.output, queue=tensorrt_queue, **common)
-        assemble = AssembleOperator(task_id=ASSEMBLE, release=tensorrt.output, **common)
-        canary = CanaryOperator(task_id=CANARY, release=assemble.output, pool=canary_pool, pool_slots=1,
-                                mlflow_conn_id=mlflow_conn_id, triton_conn_id=triton_conn_id, **common)
-        promoted = PromoteOperator(task_id=PROMOTE, release=canary.output, channel=channel,
-                                   mlflow_conn_id=mlflow_conn_id, **common)
-        rollout = RolloutOperator(task_id=ROLLOUT, release=promoted.output, channel=channel,
-                                  mlflow_conn_id=mlflow_conn_id, **common)
-        finish = ReleaseFinishOperator(task_id=FINISH, start_task_id=start.task_id, **common)
+        finish = op.ReleaseFinishOperator(task_id=FINISH, start_task_id=start.task_id, **common)
         [start, promoted, rollout] >> finish  # after the roll-out: a watch's rejection in production is the run's verdict
     return group
