@@ -104,8 +104,10 @@ def parse_spec(
     data = dict(data)
     for dotted, value in (overrides or {}).items():
         _set_dotted(data, dotted, value)
-    data.pop("base_dir", None)
-    data.pop("source", None)
+    for key in RECORDED_ONLY:  # set by load_spec from the file, never written in a spec
+        if key in data:
+            raise SpecError(f"release spec {origin} is invalid: {key}: unknown field '{key}' (model-release records "
+                            f"where the spec was read from itself; remove it)")
     if base_dir is not None:
         data["base_dir"] = base_dir
     if source is not None:
@@ -115,6 +117,19 @@ def parse_spec(
     except ValidationError as exc:
         given = "; ".join(f"{k}={echo(v)}" for k, v in (overrides or {}).items())
         raise SpecError(_format_errors(origin, exc) + (f" (overridden: {given})" if given else "")) from None
+
+
+#: the fields load_spec sets from the spec's file; a spec that writes them is refused, a recorded one carries them
+RECORDED_ONLY = ("base_dir", "source")
+
+
+def spec_from_record(doc: dict[str, Any], *, origin: str) -> ReleaseSpec:
+    """A spec as a release recorded it (``ReleaseSpec.model_dump()``: the manifest's ``spec``, export's
+    ``spec.json``), with its relative paths resolved against the folder it was read from then."""
+    data = dict(doc)
+    base_dir, source = data.pop("base_dir", None), data.pop("source", None)
+    return parse_spec(data, origin=origin, base_dir=base_dir if isinstance(base_dir, str) else None,
+                      source=source if isinstance(source, str) else None)
 
 
 def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> ReleaseSpec:
