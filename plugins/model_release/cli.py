@@ -1,12 +1,13 @@
 """``model-release``: the pipeline for people at a terminal.
 
+    model-release --version                                                the installed version
     model-release release SPEC [--alias A | --version N] [--no-promote]   all stages, in this process: at a terminal one
                                   line per stage and the canary's decision; JSON with --json or when piped
     model-release lint PATH [--json]                                       check a Triton repository
     model-release report REPORT.json                                       print a canary report
     model-release store {history,rollback,releases,verify,retention,repair-pointer} ...   the model store
     model-release rollback --store URI --channel C [--to RELEASE]          move a channel back
-    model-release demo                                                     three releases on the embedded stack
+    model-release demo                                                     four releases on the embedded stack
     model-release up [--detach] | down | status [--wait]                   the local stack as services
     model-release webhook-receiver --port N [--specs DIR]                  MLflow registry webhooks -> Airflow
     model-release rollout --channel C [--store URI] [--fleet FILE] [--spec FILE | --no-watch]
@@ -189,6 +190,14 @@ def read_report(raw: str) -> dict[str, Any]:
     if not isinstance(data.get("passed"), bool) and not isinstance(data.get("verdict"), str):
         raise UserError(f"{shown} is not a canary report: it has neither a 'passed' flag nor a 'verdict'; "
                         "pass a canary report.json")
+    missing = [key for key, kind in (("release_id", str), ("gates", list)) if not isinstance(data.get(key), kind)]
+    if missing:
+        raise UserError(f"{shown} is not a canary report: it has no {' and no '.join(repr(k) for k in missing)} "
+                        "(every report the canary writes names its release and lists its gates); pass a canary report.json")
+    failed = [str(g.get("name")) for g in data["gates"] if isinstance(g, dict) and g.get("passed") is False and not g.get("skipped")]
+    if data.get("passed") is True and failed:
+        raise UserError(f"{shown} says it passed, but its gates {', '.join(failed[:5])} failed: it was changed after "
+                        "the canary wrote it; take the report from the release's canary/ folder or the store's reports/")
     return data
 
 
@@ -237,18 +246,9 @@ def _store(argv: list[str]) -> int:
 
 
 def _lint(argv: list[str]) -> int:
-    """``lint``: the repository path is checked here; argparse's usage errors become one line."""
+    """``lint``: argparse's usage errors become one line."""
     from .repository.lint.cli import main as lint_main
 
-    probe = argparse.ArgumentParser(add_help=False)
-    probe.add_argument("path", nargs="?")
-    known, _ = probe.parse_known_args([a for a in argv if a not in ("-h", "--help")])
-    if known.path is not None:
-        path = Path(known.path)
-        if not known.path or not path.is_dir():
-            what = "does not exist" if known.path and not path.exists() else "is not a folder"
-            raise UserError(f"repository path {echo(known.path, 200)} {what}; give the model repository's folder "
-                            "(one folder per model)")
     errors = io.StringIO()
     try:
         with contextlib.redirect_stderr(errors):
@@ -344,6 +344,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = [a for a in argv if a != "--debug"]
     if argv and argv[0] in ("-h", "--help"):
         print(__doc__.strip())
+        return 0
+    if argv and argv[0] in ("-V", "--version"):
+        from . import __version__
+
+        print(f"model-release {__version__}")
         return 0
     if not argv or argv[0] not in COMMANDS:
         given = f"unknown command {echo(argv[0])}" if argv else "no command given"

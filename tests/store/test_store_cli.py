@@ -31,6 +31,8 @@ def test_cli_history_releases_verify_rollback_retention(kit, tmp_path, capsys, m
         promote(make_release(tmp_path / name, small=1, seed=name), name, store, "production")
     code, hist, _ = _run(capsys, "store", "history", "--store", kit.uri, "--channel", "production")
     assert code == 0 and [h["release_id"] for h in hist] == ["r1", "r2"]
+    code, hist, err = _run(capsys, "store", "history", "--store", kit.uri, "--channel", "prod")  # a typo
+    assert code == 2 and hist is None and "channel 'prod' has no history" in err and "its channels: production" in err
     code, rels, _ = _run(capsys, "releases", "--store", kit.uri)
     assert code == 0 and {r["release_id"]: r["channels"] for r in rels} == {"r1": [], "r2": ["production"]}
     code, report, _ = _run(capsys, "verify", "r2", "--store", kit.uri, "--deep")
@@ -70,7 +72,7 @@ def test_cli_errors_are_one_line_and_non_zero(tmp_path, capsys):
     assert not (tmp_path / "empty").exists()
     (tmp_path / "empty").mkdir()
     code, _, err = _run(capsys, "rollback", "--store", uri, "--channel", "production")
-    assert code == 4 and err.count("\n") == 1 and "points at nothing" in err
+    assert code == 2 and err.count("\n") == 1 and "points at nothing" in err  # nothing to roll back: not an outage
     code, _, err = _run(capsys, "history", "--store", "ftp://nope")
     assert code == 2 and err.count("\n") == 1 and "s3://BUCKET" in err
     code, _, err = _run(capsys, "retention", "--store", uri)

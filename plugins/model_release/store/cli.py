@@ -126,6 +126,10 @@ def _run(args: argparse.Namespace) -> tuple[Any, int]:
     store.check_readable()  # a typo'd store is refused here, and nothing is created
     if args.command == "history":
         entries = [p.to_doc() for p in history(store, args.channel)]
+        others = [c for c in store.channels() if c != args.channel] if not entries else []
+        if others:  # most likely a typo: an empty answer would read as "never released"
+            raise _Usage(f"model-release store: channel {args.channel!r} has no history in {store.uri}; its channels: "
+                         f"{', '.join(sorted(others))}")
         return _flagged(entries, {c: p for c, p in pointer_problems(store).items() if c == args.channel})
     if args.command == "releases":
         releases = list_releases(store)

@@ -10,6 +10,7 @@ import argparse
 import difflib
 import json
 import sys
+from pathlib import Path
 
 from .findings import safe_text
 from .linter import lint_repository
@@ -41,8 +42,12 @@ def main(argv: list[str] | None = None) -> int:
         for rule, r in RULES.items():
             print(f"{rule:28s} {r.severity:8s} {r.triton:10s} {r.catches}")
         return 0
-    if not args.path:
+    if args.path is None:
         parser.error("give the repository's PATH (or --explain RULE, or --rules)")
+    problem = _not_a_repository(args.path)
+    if problem:
+        print(f"model-release lint: {problem}", file=sys.stderr)
+        return 2
     try:
         auto_complete = not args.disable_auto_complete_config and args.strict_model_config == "false"
         report = lint_repository(args.path, auto_complete=auto_complete)
@@ -59,6 +64,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{verdict}: {len(report.models)} models, {len(report.errors)} errors, {len(report.warnings)} warnings; "
               f"load order: {_order(report.load_order)}")
     return 0 if report.ok else 1
+
+
+def _not_a_repository(raw: str) -> str:
+    """Why ``raw`` cannot be linted as a repository (missing, not a folder, no model folder in it), or ``""``."""
+    path, shown = Path(raw), safe_text(repr(raw), 200)
+    advice = "give the model repository's folder (one folder per model, each with config.pbtxt and version folders)"
+    if raw and not path.exists():
+        return f"repository path {shown} does not exist; {advice}"
+    if not raw or not path.is_dir():
+        return f"repository path {shown} is not a folder; {advice}"
+    try:
+        folders = [p for p in path.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    except OSError as exc:
+        return f"cannot read {shown}: {exc.strerror or exc}"
+    if not folders:
+        return f"repository path {shown} holds no model folder, so there is nothing to check; {advice}"
+    return ""
 
 
 def _order(names: list[str]) -> str:
