@@ -45,6 +45,8 @@ class Tolerances(_Strict):
     """
 
     model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False)
+    #: how the spec reference names the keys the user gives (spec/reference.py)
+    __reference_key__ = "<output>"
     __pydantic_extra__: dict[str, Tolerance] = Field(init=False)  # type: ignore[assignment]
     default: Tolerance = Tolerance()
 
