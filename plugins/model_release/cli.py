@@ -6,7 +6,7 @@
     model-release lint PATH [--json]                                       check a Triton repository
     model-release report REPORT.json                                       print a canary report
     model-release store {history,rollback,releases,verify,retention,repair-pointer} ...   the model store
-    model-release rollback --store URI --channel C [--to RELEASE]          move a channel back
+    model-release rollback --store URI [--channel C] [--release ID]        move a channel back
     model-release demo                                                     four releases on the embedded stack
     model-release up [--detach] | down | status [--wait]                   the local stack as services
     model-release webhook-receiver --port N [--specs DIR]                  MLflow registry webhooks -> Airflow
@@ -14,9 +14,11 @@
                                                                            roll the channel out to its serving Tritons, watched
     model-release fleet status --channel C [--store URI] [--fleet FILE]    what each serving Triton serves, and drift
 
-Exit codes: 0 success, 1 failure, 2 bad input (spec, model), 3 blocked by a gate, 4 infrastructure,
-5 inconclusive (the canary or the watch could not decide: nothing promoted or rejected; run it again later;
-``store verify`` and ``store releases`` also exit 5 when what they check fails).
+Exit codes, the same on every command: 0 success, 1 failure, 2 bad input (spec, model, a flag, a release or
+channel that does not exist, nothing to roll back), 3 blocked by a gate, 4 infrastructure (a service down,
+a store that does not verify), 5 inconclusive (the canary or the watch could not decide: nothing promoted
+or rejected; run it again later). Flags are one grammar (model_release/flags.py): --store, --channel
+(default production), --release, --tracking-uri, --json on every read.
 An error is one line on stderr (credentials redacted, control characters escaped); ``--debug``
 anywhere on the command line adds the traceback. ``MODEL_RELEASE_LOG_LEVEL`` sets the log level
 (default INFO); ``MODEL_RELEASE_DEBUG_LOGGERS=botocore,urllib3`` lets those libraries log at DEBUG.

@@ -167,7 +167,7 @@ def test_no_secret_in_any_output_or_file_of_a_whole_release(stack, mlflow_http, 
     store = f"s3://{stack.bucket}/{PREFIX}"
     runs["store releases at INFO"] = _cli(info, cwd, "store", "releases", "--store", store)
     assert runs["store releases at INFO"].returncode == 0, runs["store releases at INFO"].stderr
-    runs["rollback at INFO"] = _cli(info, cwd, "rollback", "--store", store, "--mlflow-tracking-uri", secret_uri)
+    runs["rollback at INFO"] = _cli(info, cwd, "rollback", "--store", store, "--tracking-uri", secret_uri)
     assert runs["rollback at INFO"].returncode != 0  # nothing to roll back to: an error line
     unreachable = f"http://{MLFLOW_USER}:{MLFLOW_PASSWORD}@127.0.0.1:{_closed_port()}"
     runs["unreachable MLflow at INFO"] = _cli(_env(stack, ws, unreachable, "INFO"), cwd, "release", str(spec))
