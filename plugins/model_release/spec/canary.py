@@ -22,12 +22,19 @@ class MetricGate(_Strict):
     every metric; giving it is optional and must agree.
     """
 
-    threshold: float | None = None
-    min_absolute_change: float | None = Field(None, gt=0)
-    min_relative_change: float | None = Field(None, ge=0, le=1)
-    max_absolute_drop: float | None = Field(None, ge=0)
-    max_relative_drop: float | None = Field(None, ge=0)
-    greater_is_better: bool | None = None
+    threshold: float | None = Field(None, description="The value the served metric must reach (MLflow's "
+                                                      "MetricThreshold threshold, checked by MLflow).")
+    min_absolute_change: float | None = Field(None, gt=0, description="The improvement on the champion the candidate "
+                                                                      "must show, in the metric's units (MLflow's).")
+    min_relative_change: float | None = Field(None, ge=0, le=1, description="The improvement on the champion the "
+                                                                            "candidate must show, as a share (MLflow's).")
+    max_absolute_drop: float | None = Field(None, ge=0, description="How much worse than the champion the candidate "
+                                                                    "may be, in the metric's units (decided with "
+                                                                    "canary.confidence on the same rows).")
+    max_relative_drop: float | None = Field(None, ge=0, description="How much worse than the champion the candidate "
+                                                                    "may be, as a share of the champion's value.")
+    greater_is_better: bool | None = Field(None, description="Known for every metric; optional, and refused when it "
+                                                             "disagrees.")
 
     @field_validator("threshold", "min_absolute_change", "min_relative_change", "max_absolute_drop", "max_relative_drop")
     @classmethod
@@ -129,14 +136,21 @@ class TuneSpec(_Strict):
     against the champion. 0 searches on every release.
     """
 
-    enabled: bool = False
-    budget_s: float = Field(90.0, gt=0, le=3600)
-    trial_s: float = Field(1.5, gt=0, le=600)
-    instances: list[int] = Field([1, 2], min_length=1)
-    dynamic_batching: list[bool] = Field([False, True], min_length=1)
-    max_queue_delay_us: list[int] = Field([100, 2000], min_length=1)
-    preferred_batch_sizes: list[list[int]] = Field([[]], min_length=1)
-    reuse_days: float = Field(7.0, ge=0, le=3650)
+    enabled: bool = Field(False, description="Search a serving configuration for the leaf models on the canary and "
+                                             "ship the fastest that meets the SLO and the champion ratio.")
+    budget_s: float = Field(90.0, gt=0, le=3600, description="Seconds the whole search may take.")
+    trial_s: float = Field(1.5, gt=0, le=600, description="Seconds each trial is measured under the load phase's "
+                                                          "concurrency and batch size.")
+    instances: list[int] = Field([1, 2], min_length=1, description="Instance counts tried (1 to 64 each).")
+    dynamic_batching: list[bool] = Field([False, True], min_length=1, description="Whether trials run without and/or "
+                                                                                  "with Triton's dynamic batcher.")
+    max_queue_delay_us: list[int] = Field([100, 2000], min_length=1, description="The dynamic batcher's queue delays "
+                                                                                 "tried, in microseconds.")
+    preferred_batch_sizes: list[list[int]] = Field([[]], min_length=1, description="The dynamic batcher's preferred "
+                                                                                   "batch sizes tried ([] for none).")
+    reuse_days: float = Field(7.0, ge=0, le=3650, description="Carry the champion's setting, searched at most this many "
+                                                              "days ago for a release of the same tuning fingerprint, "
+                                                              "instead of searching again; 0 searches every time.")
 
     @field_validator("instances")
     @classmethod
@@ -157,8 +171,10 @@ class InconclusiveSpec(_Strict):
     in the channel's ledger for the schedule's next run. The CLI does not retry: it exits 5.
     """
 
-    retries: int = Field(2, ge=0, le=20)
-    retry_delay_s: float = Field(600.0, ge=0, le=86_400)
+    retries: int = Field(2, ge=0, le=20, description="How many times an Airflow run's canary task tries again "
+                                                     "(rescheduled, its pool slot freed) after an inconclusive canary.")
+    retry_delay_s: float = Field(600.0, ge=0, le=86_400, description="Seconds between those tries, so that a quieter "
+                                                                     "canary may decide.")
 
 
 class CanarySpec(_Strict):

@@ -100,10 +100,12 @@ def _allowed(field: FieldInfo) -> str:
     return "; ".join(p for p in parts if p)
 
 
-def _default(field: FieldInfo) -> str:
-    if field.is_required():
-        return "required"
-    value = field.get_default(call_default_factory=True)
+def _default(field: FieldInfo, value: Any = PydanticUndefined) -> str:
+    """The default as the spec gets it: ``value`` where the enclosing section's default sets this field."""
+    if value is PydanticUndefined:
+        if field.is_required():
+            return "required"
+        value = field.get_default(call_default_factory=True)
     if value is PydanticUndefined:
         return "required"
     if isinstance(value, BaseModel):
@@ -114,8 +116,12 @@ def _default(field: FieldInfo) -> str:
         return str(value)
 
 
-def rows(model: type[BaseModel], prefix: str = "") -> list[Row]:
-    """Every field of ``model`` and of the sections below it, in declaration order, depth first."""
+def rows(model: type[BaseModel], prefix: str = "", section: BaseModel | None = None) -> list[Row]:
+    """Every field of ``model`` and of the sections below it, in declaration order, depth first.
+
+    ``section`` is the section's own default, where it is not the model's (the watch's ``error_rate`` is a
+    WatchLimit with an absolute ceiling of its own): its values are the defaults shown below it.
+    """
     from .release import RECORDED_ONLY
 
     out: list[Row] = []
@@ -123,12 +129,16 @@ def rows(model: type[BaseModel], prefix: str = "") -> list[Row]:
         if not prefix and name in RECORDED_ONLY:  # set by model-release, refused in a spec
             continue
         path = f"{prefix}{name}"
-        out.append(Row(path, _type_text(field.annotation), _default(field), _allowed(field),
+        value = getattr(section, name) if section is not None else PydanticUndefined
+        out.append(Row(path, _type_text(field.annotation), _default(field, value), _allowed(field),
                        " ".join((field.description or "").split())))
         keyed = typing.get_origin(field.annotation) is dict or any(
             typing.get_origin(a) is dict for a in typing.get_args(field.annotation))
+        if value is PydanticUndefined and not field.is_required():
+            value = field.get_default(call_default_factory=True)
         for sub in dict.fromkeys(m for m in _models_in(field.annotation) if m.model_fields):
-            out += rows(sub, f"{path}.{KEY}." if keyed else f"{path}.")
+            own = value if isinstance(value, sub) and not keyed else None
+            out += rows(sub, f"{path}.{KEY}." if keyed else f"{path}.", own)
     extra = _extra_model(model)
     if extra is not None:  # keys the user names (an output's tolerance)
         out += rows(extra, f"{prefix}{getattr(model, '__reference_key__', KEY)}.")
