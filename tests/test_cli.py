@@ -64,6 +64,7 @@ def _report(**fields) -> dict:
 @pytest.mark.parametrize(("report", "says"), [
     ({"passed": True}, "is not a canary report: it has no 'release_id' and no 'gates'"),
     ({"passed": True, "verdict": "passed", "release_id": "iris-1"}, "it has no 'gates'"),
+    ({"passed": False, "release_id": "iris-1", "gates": "x"}, "it has no 'gates'"),
     (_report(passed=True, verdict="passed", gates=[{"name": "quality.accuracy", "passed": False, "skipped": None}]),
      "says it passed, but its gates quality.accuracy failed"),
 ])
