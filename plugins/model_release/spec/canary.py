@@ -86,7 +86,9 @@ class LoadSpec(_Strict):
     p50 and p99 within ``stability`` (relative) or ``budget_s`` of measuring is spent. Candidate
     and champion alternate window by window. Gates: any request error; the candidate's p99 at most
     ``max_p99_ratio`` x the champion's; its throughput at least ``min_throughput_ratio`` x the
-    champion's; ``canary.p99_ms`` (an absolute SLO) when set.
+    champion's; ``canary.p99_ms`` (an absolute SLO) when set. A window runs on past ``window_s``
+    until it holds ``min_requests`` requests (within the budget), so a slow model's p99 rests on
+    enough of them; a ratio gate passes only on pairs of such windows.
 
     ``when_blocked``: what happens when the correctness replay has already blocked the release (a gate
     on the served outputs failed, decided: parity, contract, ground-truth quality, flips, classes).
@@ -95,18 +97,46 @@ class LoadSpec(_Strict):
     ``measure``: they run anyway, for the latency figures of a release that is blocked already.
     """
 
-    enabled: bool = True
-    when_blocked: Literal["skip", "measure"] = "skip"
-    concurrency: int = Field(4, ge=1, le=256)
-    batch_rows: int = Field(16, ge=1)
-    warmup_s: float = Field(1.0, ge=0, le=600)
-    window_s: float = Field(1.0, gt=0, le=600)
-    stable_windows: int = Field(3, ge=2, le=20)
-    stability: float = Field(0.1, gt=0, le=1)
-    budget_s: float = Field(20.0, gt=0, le=3600)
-    request_timeout_s: float = Field(30.0, gt=0)
-    max_p99_ratio: float = Field(1.25, gt=0)
-    min_throughput_ratio: float = Field(0.8, gt=0)
+    enabled: bool = Field(True, description="Whether the load phase runs; off, its gates are skipped saying so.")
+    when_blocked: Literal["skip", "measure"] = Field(
+        "skip", description="skip: no tuning or load phase once the replay blocked the release (nothing measured "
+        "under load could unblock it); measure: run them anyway, for the figures.")
+    concurrency: int = Field(4, ge=1, le=256, description="Requests kept in flight (closed loop), as perf_analyzer's "
+                             "--concurrency-range; each has its own kept-open connection.")
+    batch_rows: int = Field(16, ge=1, description="Golden rows per request, every one counted; at most the entry "
+                            "model's max_batch_size (repository.max_batch_size), which Triton enforces.")
+    warmup_s: float = Field(1.0, ge=0, le=600, description="Seconds of load per model before measuring, discarded.")
+    window_s: float = Field(1.0, gt=0, le=600, description="The shortest measurement window, in seconds; a window "
+                            "runs on past it until it holds min_requests requests.")
+    min_requests: int = Field(100, ge=1, le=1_000_000, description="The fewest requests a window's p99 rests on (fewer "
+                              "and it is about the slowest request): a slow model's windows run on until they hold "
+                              "this many, within budget_s; a ratio gate passes only on pairs of such windows.")
+    stable_windows: int = Field(3, ge=2, le=20, description="How many last windows must agree on p50 and p99 (within "
+                                "stability) to settle, as perf_analyzer's stability rule.")
+    stability: float = Field(0.1, gt=0, le=1, description="The relative spread of p50 and p99 over the last "
+                             "stable_windows windows that counts as settled.")
+    budget_s: float = Field(20.0, gt=0, le=3600, description="Seconds of measuring (warm-up excluded) at most; while a "
+                            "ratio gate cannot decide, the phase measures more window pairs up to this budget.")
+    request_timeout_s: float = Field(30.0, gt=0, description="Seconds to wait for one request's answer (and to "
+                                     "connect) before it counts as an error.")
+    max_p99_ratio: float = Field(1.25, gt=0, description="The candidate's p99 latency under load at most this many "
+                                 "times the champion's, decided from an interval over the window pairs.")
+    min_throughput_ratio: float = Field(0.8, gt=0, description="The candidate's throughput under load at least this "
+                                        "share of the champion's, decided from an interval over the window pairs.")
+
+
+def batch_rows_refusal(batch_rows: int, max_batch_size: int, whose: str, fix: str = "") -> str | None:
+    """Why requests of ``batch_rows`` rows cannot go to an entry model of ``max_batch_size`` (0: it does not batch), or None.
+
+    Args:
+        whose: the maximum in words (``repository.max_batch_size``, or the served entry model's).
+        fix: another way out, after the first (``or raise repository.max_batch_size``).
+    """
+    if not 0 < max_batch_size < batch_rows:
+        return None
+    return (f"canary.load.batch_rows {batch_rows} is above {whose} {max_batch_size}: Triton refuses a request of more "
+            f"rows than the entry model's max_batch_size, and cut to {max_batch_size} rows the load phase would count "
+            f"rows it never sent. Set canary.load.batch_rows to at most {max_batch_size}{fix}")
 
 
 class TuneSpec(_Strict):
