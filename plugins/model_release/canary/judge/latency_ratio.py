@@ -157,7 +157,8 @@ def _on_enough_requests(finding: Finding, paired: Mapping[str, Any], load: Any) 
         return finding
     fewest, needed = min(requests), int(load.min_requests)
     finding.data.update(requests_per_window={"fewest": fewest, "most": max(requests)}, min_requests=needed)
-    held = f"the windows held {fewest} to {max(requests)} requests each (canary.load.min_requests {needed})"
+    counts = f"{fewest}" if fewest == max(requests) else f"{fewest} to {max(requests)}"
+    held = f"the windows held {counts} requests each (canary.load.min_requests {needed})"
     if finding.outcome == PASS and fewest < needed:
         finding.outcome = INCONCLUSIVE
         finding.message = (f"{finding.message}, but {held}: a window's p99 over fewer requests is about its slowest "
