@@ -36,6 +36,16 @@ def _stats(url: str, model: str) -> tuple[int, int]:
     return int(stats["inference_stats"]["success"]["count"]), int(stats["inference_count"])
 
 
+def _measure(served, server, entries, golden, **settings):  # noqa: ANN001, ANN003, ANN202
+    """``canary.load`` with ``settings``, and the load phase of ``entries`` (target -> entry model) under it."""
+    load = _load(**settings)
+    runner = load_runner(served.http_url, server, entries, golden, load)
+    try:
+        return load, load_phase(runner, list(entries), load)
+    finally:
+        runner.close()
+
+
 @pytest.fixture(scope="module")
 def server(served):  # noqa: ANN001, ANN201
     client = served.client()
@@ -48,13 +58,10 @@ def server(served):  # noqa: ANN001, ANN201
 
 def test_the_rows_counted_are_the_rows_triton_served(served, server, iris) -> None:
     _, golden, _ = iris
-    load = _load(concurrency=2, batch_rows=13, warmup_s=0.1, window_s=0.2, budget_s=0.6, min_requests=1)
-    runner = load_runner(served.http_url, server, {CANDIDATE: server.entry("iris")}, golden, load)
     before = _stats(served.http_url, "iris")
-    try:
-        measured = load_phase(runner, [CANDIDATE], load)[CANDIDATE]
-    finally:
-        runner.close()
+    _, measured = _measure(served, server, {CANDIDATE: server.entry("iris")}, golden, concurrency=2, batch_rows=13,
+                           warmup_s=0.1, window_s=0.2, budget_s=0.6, min_requests=1)
+    measured = measured[CANDIDATE]
     requests, rows = (a - b for a, b in zip(_stats(served.http_url, "iris"), before))
     windows = measured.windows
     assert windows and all(w.errors == 0 for w in windows)
@@ -82,12 +89,8 @@ def test_batch_rows_above_the_served_entrys_max_batch_size_is_refused_and_nothin
 def test_a_slow_models_windows_hold_min_requests_and_a_budget_too_small_ends_inconclusive_saying_so(served, server, iris) -> None:
     _, golden, _ = iris
     entries = {CANDIDATE: server.entry("iris_slow"), CHAMPION: server.entry("iris_slow")}
-    load = _load(concurrency=2, batch_rows=16, warmup_s=0.1, window_s=0.1, min_requests=12, budget_s=3.0, stable_windows=2)
-    runner = load_runner(served.http_url, server, entries, golden, load)
-    try:
-        measured = load_phase(runner, [CANDIDATE, CHAMPION], load)
-    finally:
-        runner.close()
+    _, measured = _measure(served, server, entries, golden, concurrency=2, batch_rows=16, warmup_s=0.1, window_s=0.1,
+                           min_requests=12, budget_s=3.0, stable_windows=2)
     for target in (CANDIDATE, CHAMPION):
         windows = measured[target].windows
         print(f"{target}: requests per window {[w.requests for w in windows]}, seconds {[round(w.seconds, 3) for w in windows]}")
@@ -95,12 +98,8 @@ def test_a_slow_models_windows_hold_min_requests_and_a_budget_too_small_ends_inc
         assert len(windows) >= 2 and all(w.requests >= 12 and w.seconds >= 0.3 for w in windows[:-1])  # the last: cut by the budget
         assert all(w.rows == 16 * w.requests for w in windows)
 
-    small = _load(concurrency=2, batch_rows=16, warmup_s=0.1, window_s=0.1, min_requests=200, budget_s=1.0, stable_windows=2)
-    runner = load_runner(served.http_url, server, entries, golden, small)
-    try:
-        short = load_phase(runner, [CANDIDATE, CHAMPION], small)
-    finally:
-        runner.close()
+    small, short = _measure(served, server, entries, golden, concurrency=2, batch_rows=16, warmup_s=0.1, window_s=0.1,
+                            min_requests=200, budget_s=1.0, stable_windows=2)
     paired = paired_ratios(short[CANDIDATE], short[CHAMPION])
     assert max(paired["requests"]) < 200  # 1 s at about 40 requests a second cannot hold 200 a window
     for finding in load_ratio_findings(paired, small):
