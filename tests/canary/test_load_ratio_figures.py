@@ -55,18 +55,29 @@ def test_the_load_phases_stop_check_and_the_judge_read_the_same_findings() -> No
 # --- a pass rests on windows of at least min_requests requests ------------------------------------------
 
 
-@pytest.mark.parametrize(("fewest", "outcome"), [(100, "pass"), (99, "inconclusive")])
-def test_a_pass_needs_every_paired_window_to_hold_min_requests(fewest, outcome) -> None:
-    paired = {**SAME, "requests": [fewest, 130, 120, 150], "requests_per_s": 10.0}
+@pytest.mark.parametrize(("held", "outcome"), [(100, "pass"), (99, "inconclusive")])
+def test_a_pass_needs_pairs_whose_windows_hold_min_requests(held, outcome) -> None:
+    paired = {**SAME, "requests": [held] * 4, "requests_per_s": 10.0}
     for finding in load_ratio_findings(paired, _load(min_requests=100, window_s=1, budget_s=20, stable_windows=3)):
         assert finding.outcome == outcome, finding.message
-        assert finding.data["requests_per_window"] == {"fewest": fewest, "most": 150}
-        assert f"the windows held {fewest} to 150 requests each (canary.load.min_requests 100)" in finding.message
+        assert finding.data["requests_per_window"] == {"fewest": held, "most": held}
+        assert f"the windows held {held} requests each (canary.load.min_requests 100)" in finding.message
     if outcome == "inconclusive":
+        assert "0 window pair(s) measured, too few for an interval" in finding.message
+        assert "(the 0 of 4 pairs whose windows held 100 requests or more)" in finding.message
         assert "a window's p99 over fewer requests is about its slowest one, too few to clear the candidate" in finding.message
         # 100 requests at 10 a second: 10 s windows, 3 pairs of them: about 60 s of budget
         assert ("at the 10 requests/s measured, a window of 100 requests takes about 10 s, so 3 pairs need "
                 "canary.load.budget_s of about 60 s (it is 20); or lower canary.load.min_requests") in finding.message
+
+
+def test_a_pair_the_budget_cut_short_is_left_out_of_a_pass_and_the_rest_decide() -> None:
+    paired = {**SAME, "p99_ratios": [3.0, 1.01, 0.99, 1.0], "requests": [40, 130, 120, 150], "requests_per_s": 10.0}
+    p99, tput = load_ratio_findings(paired, _load(min_requests=100))
+    assert p99.outcome == tput.outcome == "pass"
+    assert p99.data["pairs"] == 3 and p99.data["pairs_measured"] == 4 and p99.data["ratios"] == [1.01, 0.99, 1.0]
+    assert "3 window pairs): within canary.load.max_p99_ratio 1.25 (the 3 of 4 pairs whose windows held 100 requests or " \
+           "more); the windows held 40 to 150 requests each (canary.load.min_requests 100)" in p99.message
 
 
 def test_a_clear_regression_blocks_however_few_requests_its_windows_held() -> None:

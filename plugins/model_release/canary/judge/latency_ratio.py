@@ -14,11 +14,11 @@ gate's confidence): a ratio is multiplicative, and a slow pair doubles as much a
 
 Each gate names its figure (:data:`P99`, :data:`THROUGHPUT`: the gate, the figure in words, the
 setting), defined once here for the judge and for the load phase's own stop check
-(:func:`load_ratio_findings`). A pass also needs every window of the pairs to hold at least
+(:func:`load_ratio_findings`). A pass rests only on the pairs whose two windows each held
 ``canary.load.min_requests`` requests (a window's p99 over fewer is about its slowest request): a
-slow model's pairs that fall short within ``canary.load.budget_s`` are inconclusive, and the finding
+slow model whose windows fall short within ``canary.load.budget_s`` is inconclusive, and the finding
 says how many requests the windows held and about what budget would give enough. A block stands on
-fewer: an interval wholly beyond the limit is a regression however thin the windows.
+every pair: an interval wholly beyond the limit is a regression however thin the windows.
 """
 
 from __future__ import annotations
@@ -128,17 +128,16 @@ def ratio_gate(figure: RatioFigure, ratios: Sequence[float], limit: float, *,
 def load_ratio_findings(paired: Mapping[str, Any], load: Any, confidence: float = DEFAULT_CONFIDENCE) -> list[Finding]:
     """Each ratio gate's finding (:data:`RATIO_FIGURES`) from the load phase's window pairs.
 
+    A block stands on every pair; anything else is decided on the pairs whose two windows each held
+    ``min_requests`` requests (a window the budget cut short says too little to clear the candidate).
+
     Args:
         paired: :func:`~model_release.canary.measure.load.paired_ratios` of the load phase (or of a
             report written before the pairs' ratios were: its one ratio).
         load: ``canary.load`` (its limits, ``min_requests``, ``budget_s``, ``stable_windows``).
         confidence: of each bound (``canary.confidence``).
     """
-    findings = []
-    for figure in RATIO_FIGURES:
-        finding = ratio_gate(figure, _ratios(paired, figure.key), getattr(load, figure.limit_field), confidence=confidence)
-        findings.append(_on_enough_requests(finding, paired, load))
-    return findings
+    return [_finding(figure, paired, load, confidence) for figure in RATIO_FIGURES]
 
 
 def _ratios(paired: Mapping[str, Any], figure: str) -> list[float]:
@@ -150,23 +149,26 @@ def _ratios(paired: Mapping[str, Any], figure: str) -> list[float]:
     return [float(one)] if isinstance(one, int | float) and math.isfinite(one) else []
 
 
-def _on_enough_requests(finding: Finding, paired: Mapping[str, Any], load: Any) -> Finding:
-    """``finding`` with the requests its windows held said, and a pass on too few of them made inconclusive."""
+def _finding(figure: RatioFigure, paired: Mapping[str, Any], load: Any, confidence: float) -> Finding:
+    """One ratio gate's finding, a pass resting only on pairs of windows that held ``min_requests`` requests."""
+    ratios, limit = _ratios(paired, figure.key), getattr(load, figure.limit_field)
+    finding = ratio_gate(figure, ratios, limit, confidence=confidence)
     requests = [int(r) for r in paired.get("requests") or []]
-    if not requests:  # a report written before the windows' requests were recorded
+    if len(requests) != len(ratios) or not requests:  # a report written before the windows' requests were recorded
         return finding
-    fewest, needed = min(requests), int(load.min_requests)
-    finding.data.update(requests_per_window={"fewest": fewest, "most": max(requests)}, min_requests=needed)
-    counts = f"{fewest}" if fewest == max(requests) else f"{fewest} to {max(requests)}"
-    held = f"the windows held {counts} requests each (canary.load.min_requests {needed})"
-    if finding.outcome == PASS and fewest < needed:
-        finding.outcome = INCONCLUSIVE
-        finding.message = (f"{finding.message}, but {held}: a window's p99 over fewer requests is about its slowest "
-                           f"one, too few to clear the candidate; {_budget_advice(paired, load)}")
-    elif finding.outcome == INCONCLUSIVE and (fewest < needed or finding.data.get("pairs", 0) < MIN_PAIRS):
-        finding.message = f"{finding.message}; {held}; {_budget_advice(paired, load)}"
-    else:
-        finding.message = f"{finding.message}; {held}"
+    needed = int(load.min_requests)
+    full = [r for r, n in zip(ratios, requests) if n >= needed]
+    if finding.outcome != BLOCK and len(full) < len(ratios):
+        finding = ratio_gate(figure, full, limit, confidence=confidence)
+        finding.message += f" (the {len(full)} of {len(ratios)} pairs whose windows held {needed} requests or more)"
+    fewest, most = min(requests), max(requests)
+    finding.data.update(requests_per_window={"fewest": fewest, "most": most}, min_requests=needed, pairs_measured=len(ratios))
+    counts = f"{fewest}" if fewest == most else f"{fewest} to {most}"
+    finding.message += f"; the windows held {counts} requests each (canary.load.min_requests {needed})"
+    if finding.outcome == INCONCLUSIVE and len(full) < max(MIN_PAIRS, int(load.stable_windows)):
+        why = ": a window's p99 over fewer requests is about its slowest one, too few to clear the candidate" if len(
+            full) < len(ratios) else ""
+        finding.message += f"{why}; {_budget_advice(paired, load)}"
     return finding
 
 
