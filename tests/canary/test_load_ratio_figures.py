@@ -129,6 +129,14 @@ def test_batch_rows_above_the_repositorys_max_batch_size_is_refused_at_spec_load
             "Set canary.load.batch_rows to at most 64, or raise repository.max_batch_size") in str(caught.value)
 
 
+def test_without_batch_rows_a_smaller_max_batch_size_is_the_default_and_given_it_is_refused() -> None:
+    assert parse_spec({**BASE, "repository": {"max_batch_size": 8}}).canary.load.batch_rows == 8
+    assert parse_spec({**BASE, "repository": {"max_batch_size": 8}, "canary": {"load": {"concurrency": 2}}}).canary.load.batch_rows == 8
+    assert parse_spec({**BASE, "repository": {"max_batch_size": 32}}).canary.load.batch_rows == 16
+    with pytest.raises(SpecError, match="canary.load.batch_rows 16 is above repository.max_batch_size 8"):
+        parse_spec({**BASE, "repository": {"max_batch_size": 8}, "canary": {"load": {"batch_rows": 16}}})
+
+
 def test_a_model_that_does_not_batch_takes_any_batch_rows() -> None:
     spec = parse_spec({**BASE, "repository": {"max_batch_size": 0}, "canary": {"load": {"batch_rows": 500}}})
     assert spec.canary.load.batch_rows == 500

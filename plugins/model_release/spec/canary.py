@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -78,6 +78,10 @@ class ChampionGates(_Strict):
     max_negative_flips: float | None = Field(DEFAULT_MAX_NEGATIVE_FLIPS, ge=0, le=1)
 
 
+#: ``canary.load.batch_rows`` when the spec gives none and ``repository.max_batch_size`` is not smaller
+DEFAULT_LOAD_BATCH_ROWS = 16
+
+
 class LoadSpec(_Strict):
     """``canary.load``: the load phase after the correctness replay, measured as perf_analyzer measures.
 
@@ -103,8 +107,8 @@ class LoadSpec(_Strict):
         "under load could unblock it); measure: run them anyway, for the figures.")
     concurrency: int = Field(4, ge=1, le=256, description="Requests kept in flight (closed loop), as perf_analyzer's "
                              "--concurrency-range; each has its own kept-open connection.")
-    batch_rows: int = Field(16, ge=1, description="Golden rows per request, every one counted; at most the entry "
-                            "model's max_batch_size (repository.max_batch_size), which Triton enforces.")
+    batch_rows: int = Field(DEFAULT_LOAD_BATCH_ROWS, ge=1, description="Golden rows per request, every one counted: "
+                            "16, or repository.max_batch_size when that is smaller; given, at most it (Triton refuses more).")
     warmup_s: float = Field(1.0, ge=0, le=600, description="Seconds of load per model before measuring, discarded.")
     window_s: float = Field(1.0, gt=0, le=600, description="The shortest measurement window, in seconds; a window "
                             "runs on past it until it holds min_requests requests.")
@@ -123,6 +127,21 @@ class LoadSpec(_Strict):
                                  "times the champion's, decided from an interval over the window pairs.")
     min_throughput_ratio: float = Field(0.8, gt=0, description="The candidate's throughput under load at least this "
                                         "share of the champion's, decided from an interval over the window pairs.")
+
+
+def load_rows_default(data: Any) -> Any:
+    """A release spec's raw mapping with ``canary.load.batch_rows`` set to ``repository.max_batch_size`` where the
+    spec gives none and the default (16) would be more than the entry model takes; anything else as it is."""
+    if not isinstance(data, dict):
+        return data
+    repository, canary = data.get("repository"), data.get("canary", {})
+    most = repository.get("max_batch_size") if isinstance(repository, dict) else None
+    if isinstance(most, bool) or not isinstance(most, int) or not 0 < most < DEFAULT_LOAD_BATCH_ROWS:
+        return data
+    load = canary.get("load", {}) if isinstance(canary, dict) else None
+    if not isinstance(load, dict) or "batch_rows" in load:
+        return data
+    return {**data, "canary": {**canary, "load": {**load, "batch_rows": most}}}
 
 
 def batch_rows_refusal(batch_rows: int, max_batch_size: int, whose: str, fix: str = "") -> str | None:
