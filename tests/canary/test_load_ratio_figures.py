@@ -45,8 +45,9 @@ def test_the_figures_are_defined_once_with_their_settings() -> None:
     assert ratio_gate(P99, [0.5, 0.52, 0.49], 1.25).message.startswith("p99 latency under load is ")
 
 
-def test_the_load_phases_stop_check_and_the_judge_read_the_same_findings() -> None:
-    """The stop check once called a throughput ratio 'p99 latency': it now asks the judge's own findings."""
+def test_the_judges_gate_rows_name_their_figures() -> None:
+    """The load phase's stop check once called a throughput ratio 'p99 latency'; it and the judge now read the same
+    findings (:func:`load_ratio_findings`), and so do the report's gate rows."""
     gates = gt.load_gates(parse_spec(BASE), _figures(10, 1000), _figures(10, 1000), "release r1", "", dict(SAME))
     p99, tput = (next(g for g in gates if g.name == f.gate) for f in RATIO_FIGURES)
     assert p99.message.startswith("p99 latency under load is ") and tput.message.startswith("throughput under load is ")
