@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError, field_validator
+from pydantic import ValidationError, field_validator, model_validator
 
 from .. import names
 from ..errors import SpecError
 from ..safe_text import echo
-from .canary import CanarySpec
+from .canary import CanarySpec, batch_rows_refusal, load_rows_default
 from .loader import parse_yaml, read_spec_text
 from .schedule import check_schedule
 from .sections import ExportSpec, GoldenSpec, ModelRef, PromoteSpec, TensorRTSpec
@@ -53,6 +53,19 @@ class ReleaseSpec(_Strict):
                 "it becomes a Triton model name and a folder name"
             )
         return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _load_rows_follow_the_repository(cls, data: Any) -> Any:
+        return load_rows_default(data)
+
+    @model_validator(mode="after")
+    def _load_rows_fit(self) -> "ReleaseSpec":
+        refusal = batch_rows_refusal(self.canary.load.batch_rows, self.repository.max_batch_size,
+                                     "repository.max_batch_size", ", or raise repository.max_batch_size")
+        if refusal:
+            raise ValueError(refusal)
+        return self
 
     @property
     def where(self) -> str:
