@@ -96,6 +96,7 @@ def resolve(
     *,
     tracking_uri: str | None = None,
     client: Any = None,
+    alias: str | None = None,
 ) -> IntakeResult:
     """Resolve ``spec.model`` to one model version, download it and describe it.
 
@@ -104,6 +105,8 @@ def resolve(
         ws: the release workspace; the model goes to ``<ws>/intake/model``.
         tracking_uri: the MLflow tracking (and registry) URI; MLflow's default when None.
         client: an ``MlflowClient`` to use instead of building one from ``tracking_uri``.
+        alias: the alias that named the version when the run claimed it, recorded in the lineage,
+            when ``spec.model`` pins that version (:mod:`.candidate`: the alias is not asked again).
 
     Returns:
         The intake result (the pipeline's stage runner saves it as ``<ws>/intake/intake.json``).
@@ -148,7 +151,7 @@ def resolve(
     result = IntakeResult(
         model_name=ref.name,
         version=str(version.version),
-        alias=ref.alias,
+        alias=alias if alias is not None else ref.alias,
         run_id=version.run_id,
         source=redact(str(version.source)),
         flavor=flavor,
