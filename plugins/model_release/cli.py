@@ -15,7 +15,8 @@
 
 Exit codes: 0 success, 1 failure, 2 bad input (spec, model), 3 blocked by a gate, 4 infrastructure,
 5 inconclusive (the canary or the watch could not decide: nothing promoted or rejected; run it again later;
-``store verify`` and ``store releases`` also exit 5 when what they check fails).
+``store verify`` and ``store releases`` also exit 5 when what they check fails), 6 held (``release``: another
+live run, a DAG run or another terminal's, is releasing that version; the line names it and when it started).
 An error is one line on stderr (credentials redacted, control characters escaped); ``--debug``
 anywhere on the command line adds the traceback. ``MODEL_RELEASE_LOG_LEVEL`` sets the log level
 (default INFO); ``MODEL_RELEASE_DEBUG_LOGGERS=botocore,urllib3`` lets those libraries log at DEBUG.

@@ -400,13 +400,9 @@ def release(spec: ReleaseSpec, ws: Workspace, services: Services, *, promote: bo
     first stage's error is then raised, and nothing is promoted. Input refused by the preflight
     (a reused release id among it) writes nothing at all.
     """
-    from .intake.candidate import resolve_candidate
     from .store.claim import Lease
 
-    preflight(spec, services, promote=promote, ws=ws)  # refuses bad input before anything is written
-    candidate = resolve_candidate(services.tracking_uri, spec)  # the one time this release asks the aliases
-    claim = _claim(spec, ws, services, candidate, holder) if promote else None
-    ws.claim()
+    candidate, claim = claim_release(spec, ws, services, promote=promote, holder=holder)
     log.debug("release %s: MLflow %s, store %s, workspace %s, canary %s", ws.release_id,
               redact(services.tracking_uri or "(MLflow's default)"), spec.promote.store, ws.path,
               services.triton_endpoint or "a local Triton")
@@ -443,17 +439,34 @@ def release(spec: ReleaseSpec, ws: Workspace, services: Services, *, promote: bo
     return outcome
 
 
-def _claim(spec: ReleaseSpec, ws: Workspace, services: Services, candidate: Candidate, holder: Holder | None) -> Claim:
-    """Claim ``candidate`` for this release as a person's release does (a rejected or released version may be
-    released again by hand); raises ClaimHeld when another live run holds it."""
+def claim_release(spec: ReleaseSpec, ws: Workspace, services: Services, *, promote: bool = True,
+                  holder: Holder | None = None) -> tuple[Candidate, Claim | None]:
+    """How :func:`release` starts, as the DAG's start task does: :func:`preflight`, the candidate resolved
+    once, claimed in the channel's ledger when promoting (a person's release may release again what the
+    channel released or rejected), then the workspace claimed.
+
+    Raises:
+        ClaimHeld: another live run holds the candidate's claim; nothing was written.
+    """
+    from .intake.candidate import resolve_candidate
     from .store.claim import Holder as _Holder
     from .store.claim import take
 
+    preflight(spec, services, promote=promote, ws=ws)  # refuses bad input before anything is written
+    try:
+        candidate = resolve_candidate(services.tracking_uri, spec)  # the one time this release asks the aliases
+    except ModelReleaseError as exc:  # resolving the model is intake's part, wherever it runs: its errors say so
+        exc.stage = exc.stage or INTAKE
+        raise
+    if not promote:
+        ws.claim()
+        return candidate, None
     claim, why = take(services.store(spec.promote.store), spec.promote.channel, candidate, release_id=ws.release_id,
                       holder=holder or _Holder.process(), retry_rejected=True, retry_released=True)
     if claim is None:  # pragma: no cover - a person's release retries what the channel settled: only a live holder refuses
         raise ConflictError(why)
-    return claim
+    ws.claim()
+    return candidate, claim
 
 
 def _settle(spec: ReleaseSpec, ws: Workspace, services: Services, claim: Claim) -> dict[str, Any]:
@@ -558,7 +571,8 @@ class ReleaseRef(_Serialisable):
     workspace_store: str | None = None
     #: the run that makes the release: dag_id, run_id, run_type, bundle name and version, code digest
     run: dict[str, Any] = field(default_factory=dict)
-    #: the candidate model version claimed in the channel's ledger (scheduled and manual DAG runs)
+    #: the claim start took in the channel's ledger (:class:`~.store.claim.Claim` as a dict): the ledger's
+    #: version and the candidate as start resolved it (each member's version and run), which intake downloads
     claim: dict[str, Any] = field(default_factory=dict)
 
     def spec(self) -> ReleaseSpec:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..errors import IntakeError, ServiceUnavailable
+from ..errors import IntakeError
 from ..safe_text import redact
 from .members import RELEASE, Lineage, pipeline_identity, pipeline_members, resolve_members
 
@@ -75,25 +75,14 @@ def resolve_candidate(tracking_uri: str | None, spec: Any) -> Candidate:
         ServiceUnavailable: MLflow could not be reached.
     """
     from ..mlflow_env import quiet_mlflow_env
+    from .stage import find_version
 
     quiet_mlflow_env()
     from mlflow import MlflowClient
-    from mlflow.exceptions import MlflowException
 
     ref = spec.model
     client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
-    try:
-        found = (client.get_model_version_by_alias(ref.name, ref.alias) if ref.alias is not None
-                 else client.get_model_version(ref.name, str(ref.version)))
-    except MlflowException as exc:
-        code = getattr(exc, "error_code", "")
-        if code in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"):
-            if ref.alias is not None:
-                raise IntakeError(f'model "{ref.name}" has no alias "{ref.alias}" (or no such model) in MLflow; set the '
-                                  "alias on the version to release, or wait for training to set it") from None
-            raise IntakeError(f'model "{ref.name}" has no version {ref.version} (or no such model) in MLflow; name a '
-                              "version the registry holds") from None
-        raise ServiceUnavailable(f"MLflow could not resolve {ref.uri} ({code or type(exc).__name__}); retry") from None
+    found = find_version(client, ref.name, ref.alias, ref.version)
     version = str(found.version)
     members = pipeline_members(spec)
     lineage = resolve_members(tracking_uri, {k: v for k, v in members.items() if v != RELEASE}) if members else {}

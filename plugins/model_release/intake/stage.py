@@ -123,7 +123,7 @@ def resolve(
         client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
     tracking_uri = tracking_uri or getattr(client, "_registry_uri", None) or getattr(client, "tracking_uri", None)
     ref = spec.model
-    version = _find_version(client, ref.name, ref.alias, ref.version)
+    version = find_version(client, ref.name, ref.alias, ref.version)
     run = _get_run(client, version.run_id) if version.run_id else None
 
     stage = ws.stage_dir(INTAKE, fresh=True)
@@ -190,7 +190,14 @@ def _not_found(exc: Exception) -> bool:
     return code == "RESOURCE_DOES_NOT_EXIST" or (code == "INVALID_PARAMETER_VALUE" and "not found" in str(exc))
 
 
-def _find_version(client: Any, name: str, alias: str | None, version: int | None) -> Any:
+def find_version(client: Any, name: str, alias: str | None, version: int | None) -> Any:
+    """The registry's ModelVersion that ``alias`` (or ``version``) of model ``name`` names.
+
+    Raises:
+        IntakeError: no such model (close names suggested), alias (the model's aliases listed) or
+            version (its versions listed).
+        ServiceUnavailable: MLflow could not be reached (within its request limits).
+    """
     from mlflow.exceptions import MlflowException
 
     try:
@@ -215,7 +222,9 @@ def _find_version(client: Any, name: str, alias: str | None, version: int | None
             raise _mlflow_boundary(exc, f"read model {name!r}") from exc
     if alias is not None:
         aliases = dict(getattr(model, "aliases", {}) or {})
-        valid = ", ".join(f"{a} (version {v})" for a, v in sorted(aliases.items())) or "none; set one with MlflowClient().set_registered_model_alias"
+        valid = (", ".join(f"{a} (version {v})" for a, v in sorted(aliases.items()))
+                 or "none: set the alias on the version to release (MlflowClient().set_registered_model_alias), or wait "
+                    "for training to set it")
         raise IntakeError(f'model "{name}" has no alias "{alias}"; its aliases: {valid}')
     versions = sorted(int(v.version) for v in client.search_model_versions(f"name='{name}'"))
     raise IntakeError(

@@ -100,7 +100,7 @@ def _write(store: Any, key: str, entry: dict[str, Any], etag: str | None) -> boo
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
 def _entry(channel: str, model: str, version: str, state: str, release_id: str, run: dict[str, Any], reason: str,
