@@ -188,10 +188,13 @@ def run_export(spec: ReleaseSpec, ws: Workspace, intake: IntakeResult) -> Export
     """The export stage: the release's model and every registered member, each behind its parity gate."""
     from .export import export
     from .export.members import export_members
+    from .model.composed import compose_reference
 
     def stage() -> ExportResult:
         result = export(spec, intake, ws)
         result.members = export_members(spec, ws, intake)
+        # the canary judges a composed pipeline against its members composed the same way, not the release model alone
+        result.composed_reference = compose_reference(spec, intake, result, ws.stage_dir(EXPORT)) or {}
         return result
 
     log.info("export: %s version %s to ONNX (opset %s)", intake.model_name, intake.version, spec.export.opset)
