@@ -225,7 +225,8 @@ def settle(store: Any, channel: str, model: str, version: str | int, *, release_
             return None
         if found is not None and str(found[0].get("reason", "")).startswith(IN_PRODUCTION):
             return found[0]  # the watch rolled it back after promotion: that verdict stands
-        entry = _entry(channel, model, str(version), state, release_id, run, reason)
+        started = {"started_at": found[0]["started_at"]} if found is not None and found[0].get("started_at") else {}
+        entry = _entry(channel, model, str(version), state, release_id, run, reason, **started)
         if _write(store, key, entry, found[1] if found else None):
             return entry
     raise ConflictError(f"the ledger entry {store.uri}/{key} kept changing while this run settled it; retry")
