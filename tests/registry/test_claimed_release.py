@@ -174,3 +174,27 @@ def test_a_broken_router_threshold_is_blocked_by_parity_naming_the_rows(stack, s
     rows = report["parity"]["answered_by"]["worst_rows"]
     with np.load(ws.path / export.composed_reference["path"]) as composed:
         assert rows and all(composed["answered_by"][r, 0] == "iris_large" for r in rows)  # the rows it kept on the small one
+
+
+def test_a_terminals_release_claims_renews_and_settles_the_combination_the_aliases_name_now(stack, spec_path, released,
+                                                                                              tmp_path) -> None:
+    from model_release.errors import ModelReleaseError
+    from model_release.pipeline import release
+    from model_release.store.claim import Holder
+
+    ref, _, _ = released
+    services = Services(tracking_uri=stack.tracking_uri, open_store=lambda uri: open_store(uri, s3_client=stack.s3_client()))
+    ws = Workspace("claimed-cli", tmp_path)
+    # a lease of 2 s, renewed every 0.5 s: the release takes far longer, so only its renewals keep the claim
+    try:
+        outcome = release(load_spec(spec_path), ws, services, holder=Holder.process(lease_s=2.0)).to_dict()
+    except ModelReleaseError:  # judged against the DAG's release as its champion: a gate may refuse it
+        outcome = json.loads((ws.path / "outcome.json").read_text())
+    store = open_store(f"s3://{stack.bucket}/{PREFIX}", s3_client=stack.s3_client())
+    claimed = outcome["ledger"]["version"]
+    assert claimed != ref["claim"]["version"]  # both aliases moved: a new combination
+    entry = ledger.read_entry(store, CHANNEL, SMALL, claimed)[0]
+    assert (entry["release_id"], entry["state"]) == (ws.release_id, outcome["ledger"]["state"])
+    assert entry["state"] == (ledger.RELEASED if outcome["promoted"] else ledger.REJECTED), outcome["error"]
+    assert entry["run"]["run_id"].startswith("cli ") and "lease_s" not in entry
+    assert ledger.CLAIMED not in _ledger_states(store).values()
