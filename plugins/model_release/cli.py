@@ -17,8 +17,10 @@
 Exit codes, the same on every command: 0 success, 1 failure, 2 bad input (spec, model, a flag, a release or
 channel that does not exist, nothing to roll back), 3 blocked by a gate, 4 infrastructure (a service down,
 a store that does not verify), 5 inconclusive (the canary or the watch could not decide: nothing promoted
-or rejected; run it again later). Flags are one grammar (model_release/flags.py): --store, --channel
-(default production), --release, --tracking-uri, --json on every read.
+or rejected; run it again later), 6 held (``release``: another live run, a DAG run or another terminal's, is
+releasing that version; the line names it and when it started). Flags are one grammar
+(model_release/flags.py): --store, --channel (default production), --release, --tracking-uri, --json on
+every read.
 An error is one line on stderr (credentials redacted, control characters escaped); ``--debug``
 anywhere on the command line adds the traceback. ``MODEL_RELEASE_LOG_LEVEL`` sets the log level
 (default INFO); ``MODEL_RELEASE_DEBUG_LOGGERS=botocore,urllib3`` lets those libraries log at DEBUG.
