@@ -205,12 +205,12 @@ CASES: list[Case] = [
     cli_case("cli-alias-empty", ["--alias", ""], "model.alias: '' is not a valid MLflow alias"),
     cli_case("cli-alias-invalid", ["--alias", "bad alias!"], "'bad alias!' is not a valid MLflow alias"),
     cli_case("cli-alias-and-version", ["--alias", "a", "--version", "1"], "not allowed with argument"),
-    cli_case("cli-release-id-traversal", ["--release-id", "../x"], "release id '../x' is not valid"),
-    cli_case("cli-release-id-empty", ["--release-id", ""], "release id '' is not valid"),
-    cli_case("cli-release-id-slash", ["--release-id", "a/b"], "release id 'a/b' is not valid"),
-    cli_case("cli-release-id-reused", ["--release-id", "iris-old"], "release id 'iris-old' is taken: its workspace",
+    cli_case("cli-release-id-traversal", ["--release", "../x"], "release id '../x' is not valid"),
+    cli_case("cli-release-id-empty", ["--release", ""], "release id '' is not valid"),
+    cli_case("cli-release-id-slash", ["--release", "a/b"], "release id 'a/b' is not valid"),
+    cli_case("cli-release-id-reused", ["--release", "iris-old"], "release id 'iris-old' is taken: its workspace",
              files={"ws/iris-old/intake/intake.json": "{}", "ws/iris-old/canary/report.json": "{}"}),
-    cli_case("cli-release-id-in-store", ["--release-id", "r1"], "release id 'r1' is taken: the store"),
+    cli_case("cli-release-id-in-store", ["--release", "r1"], "release id 'r1' is taken: the store"),
     cli_case("cli-workspace-dev-null", ["--workspace", "/dev/null/x"], "workspace root '/dev/null/x' cannot be a folder"),
     cli_case("cli-workspace-file", ["--workspace", "<TMP>/afile/ws"], "afile exists and is not a folder", files={"afile": "x"}),
     cli_case("cli-workspace-empty", ["--workspace", ""], "workspace root '' is not a folder name"),
@@ -394,7 +394,7 @@ def test_a_reused_release_id_leaves_the_earlier_workspace_whole(world, tmp_path,
     before = _tree(earlier)
     spec = tmp_path / "spec.yaml"
     spec.write_text(_base(world["store"]))
-    code = main(["release", str(spec), "--release-id", "iris-1", "--workspace", str(tmp_path / "ws")])
+    code = main(["release", str(spec), "--release", "iris-1", "--workspace", str(tmp_path / "ws")])
     err = capsys.readouterr().err
     assert code == 2 and "release id 'iris-1' is taken" in err and "intake, export, repository, canary, promote" in err, err
     assert _tree(earlier) == before

@@ -30,28 +30,22 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import io
 import json
 import os
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
+from . import flags
 from .errors import ModelReleaseError, UserError
+from .flags import Parser
 from .safe_text import echo, one_line, redact, redact_tree
 
 #: the largest report.json `report` reads (a canary report is a few hundred KiB)
 MAX_REPORT_BYTES = 64 << 20
 #: the deepest JSON `report` parses (a canary report nests about 6 levels)
 MAX_REPORT_DEPTH = 64
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse, with a usage error raised as a one-line :class:`UserError` (exit 2) instead of usage text."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UserError(f"{message}; see {self.prog} --help")
 
 
 def _endpoint(raw: str) -> str:
@@ -62,25 +56,31 @@ def _endpoint(raw: str) -> str:
     return raw
 
 
-def _release(argv: list[str]) -> int:
-    parser = _Parser(prog="model-release release", description="Run every stage of a release in this process.")
+def _release_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="model-release release", description="Run every stage of a release in this process.")
     parser.add_argument("spec", help="release spec (YAML), e.g. releases/iris.yaml")
     pick = parser.add_mutually_exclusive_group()
-    pick.add_argument("--alias", help="override model.alias")
+    pick.add_argument("--alias", help="release the version this registry alias names, instead of the spec's model.alias")
     pick.add_argument("--version", type=int, help="release this model version instead of the alias")
-    parser.add_argument("--release-id", help="name the release (default: <name>-<UTC time>-<hex>); refused when taken")
+    flags.add(parser, "release", help="name the release (default: <name>-<UTC time>-<hex>); refused when taken",
+              old=("--release-id",))
     parser.add_argument("--workspace", help="workspace root (default $MODEL_RELEASE_WORKSPACE or ./.work/workspace)")
-    parser.add_argument("--tracking-uri", help="MLflow tracking URI (default $MLFLOW_TRACKING_URI, then Airflow connection mlflow_default)")
+    flags.add(parser, "tracking_uri", help="the MLflow tracking URI (default $MLFLOW_TRACKING_URI, then the Airflow "
+                                           "connection mlflow_default)")
     parser.add_argument("--mlflow-timeout", metavar="S",
                         help="seconds an MLflow request may wait (default $MLFLOW_HTTP_REQUEST_TIMEOUT or 8)")
     parser.add_argument("--mlflow-retries", metavar="N",
                         help="retries of a failed MLflow request (default $MLFLOW_HTTP_REQUEST_MAX_RETRIES or 2)")
     parser.add_argument("--triton", type=_endpoint, help="a running canary Triton host:port (default: start a local one)")
     parser.add_argument("--no-promote", action="store_true", help="stop after the canary")
-    parser.add_argument("--json", action="store_true",
-                        help="print the outcome as JSON (what it prints when stdout is not a terminal)")
+    flags.add(parser, "json", help="print the outcome as JSON (what it prints when stdout is not a terminal)")
     parser.add_argument("--verbose", action="store_true",
                         help="every log record, third-party libraries' too (default at a terminal: one line per stage)")
+    return parser
+
+
+def _release(argv: list[str]) -> int:
+    parser = _release_parser()
     args = parser.parse_args(argv)
     at_terminal = sys.stdout.isatty() and not args.json
 
@@ -97,7 +97,7 @@ def _release(argv: list[str]) -> int:
         overrides = ({"model.version": args.version} if args.version is not None
                      else {"model.alias": args.alias} if args.alias is not None else None)
         spec = load_spec(args.spec, overrides=overrides)
-        release_id = check_release_id(args.release_id) if args.release_id is not None else new_release_id(spec.name)
+        release_id = check_release_id(args.release) if args.release is not None else new_release_id(spec.name)
         ws = Workspace(release_id, args.workspace)
         services = Services(tracking_uri=_tracking_uri(args.tracking_uri), triton_endpoint=args.triton)
         try:
@@ -144,10 +144,10 @@ def _tracking_uri(flag: str | None) -> str:
 
 
 def _report(argv: list[str]) -> int:
-    parser = _Parser(prog="model-release report", description="Print a canary report's decision: the verdict "
+    parser = Parser(prog="model-release report", description="Print a canary report's decision: the verdict "
                      "and each gate as one line. Exit 0 when it passed, 3 when it was rejected, 5 when it was inconclusive.")
     parser.add_argument("report", help="report.json (from a workspace's canary/ or a store's reports/)")
-    parser.add_argument("--json", action="store_true", help="print the whole report.json instead")
+    flags.add(parser, "json", help="print the whole report.json instead of the decision")
     args = parser.parse_args(argv)
     data = read_report(args.report)
     if args.json:
@@ -250,22 +250,9 @@ def _store(argv: list[str]) -> int:
 
 
 def _lint(argv: list[str]) -> int:
-    """``lint``: argparse's usage errors become one line."""
     from .repository.lint.cli import main as lint_main
 
-    errors = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(errors):
-            return lint_main(argv)
-    except SystemExit as exc:  # argparse: usage text, then "prog: error: message"
-        if exc.code in (0, None):
-            return 0
-        last = [line for line in errors.getvalue().splitlines() if line.strip()][-1:] or ["invalid arguments"]
-        raise UserError(f"{last[0].split(': error: ', 1)[-1]}; see model-release lint --help") from None
-    finally:
-        text = errors.getvalue()
-        if text and not text.lstrip().startswith("usage:"):
-            sys.stderr.write(text)
+    return lint_main(argv)
 
 
 def _demo(argv: list[str]) -> int:
@@ -299,7 +286,7 @@ def _webhook_receiver(argv: list[str]) -> int:
     from .registry_events.wiring import SECRET_ENV, run_receiver
 
     home = Path(os.environ.get("MODEL_RELEASE_HOME") or Path(__file__).resolve().parents[2])
-    parser = _Parser(prog="model-release webhook-receiver", description=_webhook_receiver.__doc__)
+    parser = Parser(prog="model-release webhook-receiver", description=_webhook_receiver.__doc__)
     parser.add_argument("--port", type=int, required=True, help="port on 127.0.0.1")
     parser.add_argument("--specs", type=Path, default=Path(os.environ.get("MODEL_RELEASE_SPECS") or home / "releases"))
     parser.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE_S, help="timestamp window, seconds")

@@ -154,7 +154,7 @@ def preflight(
         if ws is not None and store.read_record(ws.release_id) is not None and not _owned(ws, owner):
             raise UserError(
                 f"release id {ws.release_id!r} is taken: the store {store.uri} already holds that release, complete; "
-                "released prefixes are immutable. Choose another --release-id (or leave it out for a new one)"
+                "released prefixes are immutable. Choose another --release (or leave it out for a new one)"
             )
 
 

@@ -153,7 +153,7 @@ def test_no_secret_in_any_output_or_file_of_a_whole_release(stack, mlflow_http, 
     mlflow_files_before = {p: p.stat().st_mtime_ns for p in (stack.root / "mlflow").rglob("*") if p.is_file()}
 
     debug = _env(stack, ws, secret_uri, "DEBUG")
-    done = _cli(debug, cwd, "release", str(spec), "--release-id", "iris-secrets-1")
+    done = _cli(debug, cwd, "release", str(spec), "--release", "iris-secrets-1")
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"DEBUG model_release.pipeline: release iris-secrets-1: MLflow http://***@127.0.0.1:{mlflow_http}" in done.stderr
     promoted = (ws / "iris-secrets-1" / "promote" / "promote.json")

@@ -12,11 +12,29 @@ import json
 import sys
 from pathlib import Path
 
+from ... import flags
+from ...errors import UserError
+from ...flags import Parser
 from .findings import safe_text
 from .linter import lint_repository
 from .rulebook import RULES, explain
 
 _ORDER_SHOWN = 20  # models of the load order printed in text mode (--json has them all)
+
+
+def parser() -> argparse.ArgumentParser:
+    """``model-release lint``'s parser (the CLI grammar of :mod:`model_release.flags`)."""
+    p = Parser(prog="model-release lint", description="Check a Triton model repository before Triton loads it.")
+    p.add_argument("path", nargs="?", help="the model repository (one folder per model)")
+    flags.add(p, "json", help="print the report as JSON")
+    p.add_argument("--explain", metavar="RULE", help="what RULE catches, what Triton does with it, in its words")
+    p.add_argument("--rules", action="store_true", help="list every rule: severity, what Triton does, what it catches")
+    p.add_argument("--disable-auto-complete-config", action="store_true",
+                   help="lint for a server started with this flag: no backend completes a config (model.py's "
+                        "auto_complete_config, tensors from an ONNX file or a plan), so config.pbtxt must be whole")
+    p.add_argument("--strict-model-config", choices=("true", "false"), default="false",
+                   help="Triton's older spelling: true is --disable-auto-complete-config")
+    return p
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,17 +43,15 @@ def main(argv: list[str] | None = None) -> int:
     Returns:
         1 when there is an error, 0 otherwise (warnings alone pass); 2 when the command itself is wrong.
     """
-    parser = argparse.ArgumentParser(prog="model-release lint", description="Check a Triton model repository before Triton loads it.")
-    parser.add_argument("path", nargs="?", help="the model repository (one folder per model)")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("--explain", metavar="RULE", help="what RULE catches, what Triton does with it, in its words")
-    parser.add_argument("--rules", action="store_true", help="list every rule: severity, what Triton does, what it catches")
-    parser.add_argument("--disable-auto-complete-config", action="store_true",
-                        help="lint for a server started with this flag: no backend completes a config (model.py's "
-                             "auto_complete_config, tensors from an ONNX file or a plan), so config.pbtxt must be whole")
-    parser.add_argument("--strict-model-config", choices=("true", "false"), default="false",
-                        help="Triton's older spelling: true is --disable-auto-complete-config")
-    args = parser.parse_args(argv)
+    try:
+        return _main(argv)
+    except UserError as exc:
+        print(f"model-release lint: {exc}", file=sys.stderr)
+        return 2
+
+
+def _main(argv: list[str] | None) -> int:
+    args = parser().parse_args(argv)
     if args.explain:
         return _explain(args.explain)
     if args.rules:
@@ -43,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{rule:28s} {r.severity:8s} {r.triton:10s} {r.catches}")
         return 0
     if args.path is None:
-        parser.error("give the repository's PATH (or --explain RULE, or --rules)")
+        raise UserError("give the repository's PATH (or --explain RULE, or --rules); see model-release lint --help")
     problem = _not_a_repository(args.path)
     if problem:
         print(f"model-release lint: {problem}", file=sys.stderr)
