@@ -47,11 +47,12 @@ class Release:
 
 def build_release(tmp: Path, store: ModelStore, kind: str, release_id: str, *, channel: str = CHANNEL,
                   promote_it: bool = True, tweak: Callable[[Path], None] | None = None,
-                  cascade_large: str | None = None, threshold: float = 0.9) -> Release:
+                  cascade_large: str | None = None, threshold: float = 0.9, footprint: int | None = None) -> Release:
     """Assemble a classifier release from a ``kind`` iris model (tests/repository/support.py kinds) and promote it.
 
     ``tweak(models_dir)`` changes the assembled models before the manifest is re-hashed (a model that
-    refuses to load on some servers, a slow first request).
+    refuses to load on some servers, a slow first request); ``footprint`` is recorded as the canary's
+    memory figure (what a side-by-side roll-out checks each server's free memory against).
     """
     import onnxruntime as ort
 
@@ -65,7 +66,10 @@ def build_release(tmp: Path, store: ModelStore, kind: str, release_id: str, *, c
     result = assemble(spec, intake_result(), export_result(onnx_path), Workspace(release_id, tmp / release_id))
     if tweak is not None:
         tweak(Path(result.repository_dir))
-        finalize_manifest(result.manifest_path, Path(result.manifest_path).parent, canary={"passed": True})
+    if tweak is not None or footprint is not None:
+        memory = {"footprint_bytes": footprint, "how": "set by the test"} if footprint is not None else None
+        finalize_manifest(result.manifest_path, Path(result.manifest_path).parent,
+                          canary={"passed": True, "figures": {"memory": memory}})
     x, _ = iris()
     session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
     expected = dict(zip([o.name for o in session.get_outputs()], session.run(None, {INPUT: x})))["probabilities"]

@@ -1,7 +1,7 @@
 """What Triton 2.51 does with the repository API that the roll-out's design rests on, proven here.
 
 A member ``m`` (python, answers with its own version number) and an ensemble ``e`` over it, on a
-local Triton in explicit mode. Each fact is why the roll-out does what it does (see serve/triton_ops.py).
+local Triton in explicit mode. Each fact is why the agent converges as it does (see serve/converge.py and serve/control.py).
 """
 
 from __future__ import annotations

@@ -17,7 +17,9 @@ checks every member before anything moves (:mod:`.preflight`), then for each ste
 
 When every step is done the plan makes the release the default, so a server that joins later gets
 it with no roll-out. A rerun after any interruption converges: servers already serving the release
-come first in the order, and their agents report it at once. However it ends, the record is saved
+come first in the order, and their agents report it at once; servers the interrupted run's plan had
+moved stay named in every plan the rerun writes (their agents finish what they started, and nothing
+moves them back and forth). However it ends, the record is saved
 and the channel's history page rewritten (best effort).
 """
 
@@ -136,9 +138,13 @@ class _Run:
     plan: Plan = field(init=False)
     old: str | None = field(init=False, default=None)
     failed: dict[str, str] = field(init=False, default_factory=dict)
+    moving: set[str] = field(init=False, default_factory=set)
 
     def __post_init__(self) -> None:
         self.plan = read_plan(self.store, self.channel) or Plan(self.channel)
+        # servers an interrupted roll-out of this release already moved: never moved back in the meantime
+        members = {s.name for s in self.fleet.members}
+        self.moving = {n for n, r in self.plan.servers.items() if r == self.release and n in members}
         served = Counter(s.release for s in self.fleet.members if s.release and s.release != self.release)
         if served:
             self.old = served.most_common(1)[0][0]
@@ -183,7 +189,7 @@ class _Run:
     # ---- the steps -----------------------------------------------------------------------------
     def steps(self) -> None:
         spec = self.options.spec
-        order = sorted(self.fleet.members, key=lambda s: (s.release != self.release, s.name))
+        order = sorted(self.fleet.members, key=lambda s: (s.release != self.release, s.name not in self.moving, s.name))
         counts = step_counts([(st.servers, st.percent) for st in spec.steps], len(order))
         moved: list[str] = []
         watch = self._wave_context()
@@ -214,7 +220,8 @@ class _Run:
         spec = self.options.spec
         self.plan.release, self.plan.previous = self.release, self.old
         self.plan.default = self.old if self.old is not None else self.release
-        self.plan.servers = {n: self.release for n in names} | {n: self.old for n in self.failed if self.old}
+        moving = {n for n in self.moving if n not in self.failed}
+        self.plan.servers = {n: self.release for n in [*names, *moving]} | {n: self.old for n in self.failed if self.old}
         self.plan.swap, self.plan.drain_s = spec.swap, spec.drain_s
         self.plan.warmup = self.options.warmup.to_doc() if self.options.warmup and self.options.warmup.active else None
         self.plan.rollout = {"seq": self.record.seq, "step": step, "of": len(spec.steps), "run": self.options.run}
