@@ -238,11 +238,13 @@ class MemoryBackend:
 PYTHON_MODEL = "import triton_python_backend_utils as pb_utils\n# {seed}\n"
 
 
-def pipeline_release(root: Path, *, seed: str, leaf_seed: str | None = None, footprint: int | None = 200 << 20) -> Path:
+def pipeline_release(root: Path, *, seed: str, leaf_seed: str | None = None, footprint: int | None = 200 << 20,
+                     completes_itself: bool = False) -> Path:
     """A release folder: a python leaf and a python postprocess (each one version) and an ensemble pinning them.
 
     ``leaf_seed`` (default ``seed``) varies the leaf alone, so two releases can share the postprocess.
-    ``footprint``: the canary's memory footprint recorded in the manifest (None: none recorded).
+    ``footprint``: the canary's memory footprint recorded in the manifest (None: none recorded);
+    ``completes_itself``: the postprocess defines ``auto_complete_config`` (it needs a Triton that completes configs).
     """
     from google.protobuf import json_format, text_format
     from tritonclient.grpc import model_config_pb2
@@ -257,7 +259,9 @@ def pipeline_release(root: Path, *, seed: str, leaf_seed: str | None = None, foo
         "models/leaf/config.pbtxt": pbtxt({"name": "leaf", "backend": "python", **io}),
         "models/leaf/1/model.py": PYTHON_MODEL.format(seed=leaf_seed or seed).encode(),
         "models/post/config.pbtxt": pbtxt({"name": "post", "backend": "python", **io}),
-        "models/post/1/model.py": PYTHON_MODEL.format(seed="post").encode(),
+        "models/post/1/model.py": (PYTHON_MODEL.format(seed="post") + (
+            "class TritonPythonModel:\n    @staticmethod\n    def auto_complete_config(config):\n        return config\n"
+            if completes_itself else "")).encode(),
         "models/entry/config.pbtxt": pbtxt({"name": "entry", "platform": "ensemble", **io, "ensemble_scheduling": {
             "step": [{"model_name": "leaf", "model_version": -1, **step},
                      {"model_name": "post", "model_version": -1, "input_map": {"IN": "OUT"}, "output_map": {"OUT": "OUT"}}]}}),

@@ -262,8 +262,9 @@ class BalancedLoop:
     failure. Every answer is classified by release; a request that fails on its retry too is a failure."""
 
     def __init__(self, fleet_of: Callable[[], Fleet], releases: list[Release], *, threads: int = 2, rows: int = 8,
-                 probe_s: float = 0.05, max_s: float = 240) -> None:
+                 probe_s: float = 0.05, max_s: float = 240, pause_s: float = 0.0) -> None:
         self.fleet_of, self.releases, self.rows, self.probe_s, self.max_s = fleet_of, releases, rows, probe_s, max_s
+        self.pause_s = pause_s  # between one thread's requests: steady traffic that leaves the machine some room
         self.traffic = Traffic()
         self.retried: list[str] = []
         self.latencies: list[tuple[float, float]] = []  # (start, seconds) of every answered request
@@ -327,7 +328,7 @@ class BalancedLoop:
         x, _ = iris()
         clients: dict[str, Any] = {}
         deadline, i = time.monotonic() + self.max_s, 0
-        while not self._stop.is_set() and time.monotonic() < deadline:
+        while not self._stop.wait(self.pause_s) and time.monotonic() < deadline:
             rows = (np.arange(self.rows) + i * self.rows) % len(x)
             i += 1
             server, answer, error = self._pick(), None, None

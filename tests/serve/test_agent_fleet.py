@@ -42,10 +42,11 @@ class Harness:
         self._stops: dict[str, threading.Event] = {}
         self._threads: list[threading.Thread] = []
 
-    def add(self, name: str, *, memory_budget: int | None = None, **fake) -> Agent:
+    def add(self, name: str, *, memory_budget: int | None = None, auto_complete: bool = True, **fake) -> Agent:
         triton = FakeTriton(name, **{**self.fake, **fake})
         config = AgentConfig(name, CHANNEL, f"127.0.0.1:{8000 + len(self.agents)}", f"http://{name}/metrics",
-                             poll_s=0.02, heartbeat_s=0.5, memory_budget=memory_budget, drain_grace_s=0.05)
+                             auto_complete=auto_complete, poll_s=0.02, heartbeat_s=0.5, memory_budget=memory_budget,
+                             drain_grace_s=0.05)
         agent = Agent(config, self.store, triton, triton, ReleaseCache(self.store, self.tmp / "cache", shim=False))
         self.tritons[name], self.agents[name] = triton, agent
         self._stops[name] = threading.Event()
@@ -259,6 +260,39 @@ def test_a_side_by_side_roll_out_that_does_not_fit_is_refused_before_anything_ch
     assert serving(harness) == {"serve-1": "fake-r1", "serve-2": "fake-r1"}
     record = roll_out(store, CHANNEL, options(swap="in_place"))  # the way out the message names
     assert record.outcome == "done" and serving(harness) == {"serve-1": "fake-r2", "serve-2": "fake-r2"}
+
+
+def test_a_release_that_needs_auto_complete_is_refused_before_a_server_without_it_changes(tmp_path, harness, releases,
+                                                                                        store):
+    harness.add("serve-1")
+    harness.add("serve-2", auto_complete=False)  # as an agent beside a Triton run with --disable-auto-complete-config
+    harness.wait(lambda: all(a.ready for a in harness.agents.values()))
+    promote(pipeline_release(tmp_path / "r2", seed="r2", completes_itself=True), "fake-r2", store, CHANNEL)
+    with pytest.raises(RolloutStopped) as refused:
+        roll_out(store, CHANNEL, options())
+    message = refused.value.message
+    assert message.startswith("roll-out of 'fake-r2' to channel 'production' refused before any server changed: servers "
+                              "['serve-2'] run with --disable-auto-complete-config"), message
+    assert 'model "post" defines auto_complete_config' in message and "Declare every input" in message
+    assert [(s["server"], s["outcome"]) for s in read_records(store, CHANNEL)[-1]["servers"]] == [
+        ("serve-1", "not reached"), ("serve-2", "not reached")]
+    assert serving(harness) == {"serve-1": "fake-r1", "serve-2": "fake-r1"}
+    promote(pipeline_release(tmp_path / "r3", seed="r3"), "fake-r3", store, CHANNEL)  # the same, its config whole
+    assert roll_out(store, CHANNEL, options()).outcome == "done"
+    assert serving(harness) == {"serve-1": "fake-r3", "serve-2": "fake-r3"}
+
+
+def test_a_member_whose_triton_is_down_is_named_before_anything_changes(harness, releases, store):
+    harness.add("serve-1")
+    harness.add("serve-2")
+    harness.wait(lambda: all(a.ready for a in harness.agents.values()))
+    harness.tritons["serve-2"].kill()
+    harness.wait(lambda: read_states(store, CHANNEL)[1].state == "triton down")
+    promote(releases[1], "fake-r2", store, CHANNEL)
+    with pytest.raises(RolloutStopped, match=r"refused before any server changed: servers \['serve-2 \(triton down\)'\] "
+                                             r"cannot take a release now; start their Triton again"):
+        roll_out(store, CHANNEL, options())
+    assert serving(harness)["serve-1"] == "fake-r1"
 
 
 def test_no_agent_no_roll_out(store, releases):

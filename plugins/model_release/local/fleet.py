@@ -38,11 +38,11 @@ def s3_env(endpoint_url: str) -> dict[str, str]:
             "AWS_DEFAULT_REGION": "us-east-1"}
 
 
-def server_argv(root: Path, name: str, store: str, channel: str) -> list[str]:
+def server_argv(root: Path, name: str, store: str, channel: str, *, poll_s: float = 1.0) -> list[str]:
     """The command that runs one local serving Triton with its agent (``up`` runs the same)."""
     folder = root / name
     return [sys.executable, "-m", "model_release.serve.local_server", "--name", name, "--store", store, "--channel", channel,
-            "--repository", str(folder / "models"), "--info", str(folder / "server.json")]
+            "--repository", str(folder / "models"), "--info", str(folder / "server.json"), "--poll", str(poll_s)]
 
 
 class LocalFleet(procs.StartedOnEnter):
@@ -53,9 +53,9 @@ class LocalFleet(procs.StartedOnEnter):
     """
 
     def __init__(self, root: Path, *, store: str, channel: str = "production", count: int = 2,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, poll_s: float = 1.0) -> None:
         self.root = Path(root).resolve()
-        self.store, self.channel, self.count, self.env = store, channel, count, dict(env or {})
+        self.store, self.channel, self.count, self.env, self.poll_s = store, channel, count, dict(env or {}), poll_s
         self.fleet: Fleet | None = None
         self._id = f"fleet-{uuid.uuid4().hex[:12]}"  # marks every process this fleet starts, and only those
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -78,7 +78,7 @@ class LocalFleet(procs.StartedOnEnter):
         return server
 
     def _spawn(self, name: str) -> None:
-        self._procs[name] = procs.spawn(server_argv(self.root, name, self.store, self.channel),
+        self._procs[name] = procs.spawn(server_argv(self.root, name, self.store, self.channel, poll_s=self.poll_s),
                                         env={**os.environ, **self.env}, stack_id=self._id,
                                         log_path=self.root / name / "server.log", cwd=self.root)
 
@@ -93,6 +93,25 @@ class LocalFleet(procs.StartedOnEnter):
                 raise ServiceUnavailable(f"serving Triton {name} was not up within {READY_TIMEOUT:.0f} s; its log is {log}")
             time.sleep(0.2)
         return read_info(info)
+
+    def wait_ready(self, timeout_s: float = READY_TIMEOUT) -> None:
+        """Wait until every server's agent answers ready (it serves the channel's current release)."""
+        import urllib.request
+
+        assert self.fleet is not None
+        deadline = time.monotonic() + timeout_s
+        for server in self.fleet.servers:
+            while True:
+                try:
+                    with urllib.request.urlopen(str(server.ready_url), timeout=2) as resp:
+                        if resp.status == 200:
+                            break
+                except OSError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise ServiceUnavailable(f"serving agent {server.name} was not ready within {timeout_s:.0f} s; its log "
+                                             f"is {self.root / server.name / 'server.log'}")
+                time.sleep(0.2)
 
     def triton_pid(self, name: str) -> int:
         """The pid of ``name``'s tritonserver process now (it changes when its supervisor starts it again)."""

@@ -108,9 +108,11 @@ class Agent:
         self._draining = False
         self._lock = threading.Lock()
         self._published_at = 0.0
-        self._published: dict[str, Any] | None = None
+        self._dirty = True
         self._footprints: dict[str, int | None] = {}
         self._memory_of: tuple[str | None, str | None] | None = None
+        #: (release, plan generation, its files, the entry's pins) it serves, verified at the last poll
+        self._settled: tuple[str, int, ReleaseFiles, dict[str, int] | None] | None = None
 
     # ---- readiness --------------------------------------------------------------------------
     @property
@@ -146,13 +148,15 @@ class Agent:
 
     def _reconcile(self) -> None:
         if not self.control.live():
-            self._served = _Served()
+            self._served, self._settled = _Served(), None
             self._set(ready=False, state="triton down", release=None, versions={})
             return
         plan = read_plan(self.store, self.config.channel)
         desired, generation = self._desired(plan)
         if desired is None:
             self._set(ready=False, state="no release", generation=generation)
+            return
+        if self._still(desired, generation):  # the common poll: nothing moved, its Triton still serves it
             return
         vmap = read_versions(self.store, self.config.channel)
         if not vmap.release_versions(desired):
@@ -167,6 +171,7 @@ class Agent:
         self._set(generation=generation, target=desired, release=actual if serving else None)
         if pins == wanted_state(release):
             self._set(ready=True, state="serving")
+            self._settled = (desired, generation, release, pins)
             return
         failed = self.state.failed_on(desired, generation)
         if failed is not None:  # not again until the plan moves; a server left with nothing serves the old release
@@ -176,6 +181,17 @@ class Agent:
                 return
             release = self.cache.prepare(fallback, vmap.release_versions(fallback))
         self._converge(release, vmap, plan, generation, serving)
+
+    def _still(self, desired: str, generation: int) -> bool:
+        """Whether the release it settled on last is still the one wanted and its Triton's entry still serves it
+        (one call to the Triton, no store read beyond the plan's: what a poll costs when nothing moves)."""
+        if self._settled is None or self._settled[:2] != (desired, generation):
+            return False
+        release, wanted = self._settled[2], self._settled[3]
+        if served_pins(self.control, release.entry, release.is_ensemble(release.entry)) != wanted:
+            self._settled = None
+            return False
+        return True
 
     def _desired(self, plan: Plan | None) -> tuple[str | None, int]:
         """The plan's release for this server; with no plan yet (no roll-out ever ran on the channel), what it
@@ -217,6 +233,7 @@ class Agent:
         self._draining = False
         kept = before if swap == SIDE_BY_SIDE and before != release.release_id else None
         self._served = _Served(release.release_id, wanted_state(release), kept)
+        self._settled = (release.release_id, generation, release, self._served.pins)
         self._set(ready=True, state="serving", release=release.release_id, error=None,
                   last={"release": release.release_id, "before": outcome.before, "outcome": outcome.outcome,
                         "seconds": outcome.seconds, "generation": generation,
@@ -262,17 +279,17 @@ class Agent:
     def _set(self, **changes: Any) -> None:
         with self._lock:
             for key, value in changes.items():
-                setattr(self.state, key, value)
-            if self._draining:
-                self.state.ready = False
+                if getattr(self.state, key) != value:
+                    setattr(self.state, key, value)
+                    self._dirty = self._dirty or key not in ("memory", "versions")
+            if self._draining and self.state.ready:
+                self.state.ready, self._dirty = False, True
 
     def _publish(self, *, force: bool = False) -> None:
         """Write the state when it changed or a heartbeat is due (a store hiccup is retried at the next poll)."""
-        with self._lock:
-            self.state.ready_url = self.ready_url
-            doc = {k: v for k, v in self.state.to_doc().items() if k not in ("heartbeat", "memory")}
+        self._set(ready_url=self.ready_url)
         due = time.monotonic() - self._published_at >= self.config.heartbeat_s
-        if not (force or due or doc != self._published):
+        if not (force or due or self._dirty):
             return
         try:
             loaded = (self._served.release, self._served.kept)
@@ -283,7 +300,7 @@ class Agent:
         except ModelReleaseError as exc:
             log.warning("agent %s: could not publish its state: %s", self.config.name, exc.message)
             return
-        self._published, self._published_at = doc, time.monotonic()
+        self._dirty, self._published_at = False, time.monotonic()
 
 
 def local_agent(config: AgentConfig, store: ModelStore, grpc_url: str, repository: Path, cache: Path) -> Agent:

@@ -182,10 +182,10 @@ def _load_member(control: TritonControl, repo: ModelRepository, release: Release
                  current: dict[str, int], out: Outcome) -> bool:
     """Put and load one member's new version unless it is READY already; True when it was loaded."""
     version = release.versions[model]
-    states = wait_settled(control, model)
-    if states.get(version) == "READY":
+    if control.states().get(model, {}).get(version) == "READY":  # a re-pin waits for nothing another load left unloading
         out.steps.append(Step("skip", model, version, detail="already loaded"))
         return False
+    states = wait_settled(control, model)
     t = time.perf_counter()
     copied = repo.stage(release, model, vmap.digest(model, version))
     out.steps.append(Step("copy" if copied else "skip", model, version, round(time.perf_counter() - t, 3),

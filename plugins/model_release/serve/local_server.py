@@ -10,7 +10,7 @@ summaries (``--metrics-config=summary_latencies=true``, which the watch reads), 
 (:mod:`.agent`, the same as ``model-release serve-agent``) in a thread, which loads the channel's
 current release before it reports ready. Like a kubelet, it starts the Triton again on the same
 ports when it exits or is killed (the agent is not ready meanwhile, and loads the release again).
-It writes FILE (name, url, metrics_url, ready_url, auto_complete false, the Triton's pid) once the
+It writes FILE (name, url, metrics_url, ready_url, auto_complete false, the Triton's pid and gRPC address) once the
 Triton is up and stops both on SIGTERM/SIGINT.
 """
 
@@ -44,9 +44,9 @@ def read_info(info: Path) -> Server:
     return Server(doc["name"], doc["url"], doc.get("metrics_url"), doc.get("ready_url"), bool(doc.get("auto_complete")))
 
 
-def _write_info(info: Path, server: Server, pid: int | None) -> None:
+def _write_info(info: Path, server: Server, pid: int | None, grpc_url: str) -> None:
     tmp = info.with_suffix(".tmp")
-    tmp.write_text(json.dumps({**server.to_dict(), "pid": pid}))
+    tmp.write_text(json.dumps({**server.to_dict(), "pid": pid, "grpc_url": grpc_url}))
     os.replace(tmp, info)
 
 
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         listening.wait(60)
         server = Server(args.name, triton.http_url, triton.metrics_url, urls[0] if urls else None, auto_complete=False)
-        _write_info(args.info, server, triton.pid)
+        _write_info(args.info, server, triton.pid, triton.grpc_url)
         while not stop.wait(SUPERVISE_S):
             if triton.process is not None and triton.process.poll() is not None:
                 log.warning("serving Triton %s exited with code %s: starting it again on the same ports", args.name,
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
                 except ServiceUnavailable as exc:  # tried again at the next look
                     log.error("serving Triton %s did not start again: %s", args.name, exc.message)
                     continue
-                _write_info(args.info, server, triton.pid)
+                _write_info(args.info, server, triton.pid, triton.grpc_url)
     finally:
         stop.set()
         agent.join(timeout=30)

@@ -70,16 +70,19 @@ class ReleaseFiles:
         """The version folder the release itself wrote (``repository.model_version``)."""
         return str(self.repository["models"][model])
 
-    def config(self, model: str) -> Any:
-        """``model``'s config as released (a fresh copy: callers change it)."""
+    def _read(self, model: str) -> Any:
         if model not in self._configs:
             self._configs[model] = read_config(self.models_dir / model / CONFIG_FILE)
-        copy = type(self._configs[model])()
-        copy.CopyFrom(self._configs[model])
+        return self._configs[model]
+
+    def config(self, model: str) -> Any:
+        """``model``'s config as released (a fresh copy: callers change it)."""
+        copy = type(self._read(model))()
+        copy.CopyFrom(self._read(model))
         return copy
 
     def is_ensemble(self, model: str) -> bool:
-        return self.config(model).platform == "ensemble"
+        return self._read(model).platform == "ensemble"
 
     def members(self) -> list[str]:
         """The models to load before the entry ensemble, dependencies first (leaves, then BLS)."""
