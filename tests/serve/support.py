@@ -194,17 +194,16 @@ def classify(probabilities: np.ndarray, rows: np.ndarray, releases: list[Release
     return hits[0] if len(hits) == 1 else None
 
 
-class RequestLoop:
-    """Threads sending steady requests to each server's entry model until stopped (bounded by ``max_s``)."""
+class _Loop:
+    """Threads that send requests until the ``with`` block ends; what they saw is in ``traffic``."""
 
-    def __init__(self, fleet: Fleet, releases: list[Release], *, rows: int = 8, max_s: float = 240) -> None:
-        self.fleet, self.releases, self.rows, self.max_s = fleet, releases, rows, max_s
+    def __init__(self) -> None:
         self.traffic = Traffic()
         self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._threads = [threading.Thread(target=self._run, args=(s,), daemon=True) for s in fleet.servers]
+        self._threads: list[threading.Thread] = []
 
-    def __enter__(self) -> "RequestLoop":
+    def __enter__(self) -> "Any":
         for t in self._threads:
             t.start()
         return self
@@ -217,6 +216,22 @@ class RequestLoop:
     def count(self) -> int:
         with self._lock:
             return self.traffic.total
+
+    def wait_for(self, more: int, timeout_s: float = 60) -> None:
+        """Wait until ``more`` further requests were answered (traffic before/after a step)."""
+        target = self.count() + more
+        deadline = time.monotonic() + timeout_s
+        while self.count() < target and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+
+class RequestLoop(_Loop):
+    """Threads sending steady requests to each server's entry model until stopped (bounded by ``max_s``)."""
+
+    def __init__(self, fleet: Fleet, releases: list[Release], *, rows: int = 8, max_s: float = 240) -> None:
+        super().__init__()
+        self.fleet, self.releases, self.rows, self.max_s = fleet, releases, rows, max_s
+        self._threads = [threading.Thread(target=self._run, args=(s,), daemon=True) for s in fleet.servers]
 
     def _run(self, server: Server) -> None:
         import tritonclient.http as httpclient
@@ -247,15 +262,8 @@ class RequestLoop:
         finally:
             client.close()
 
-    def wait_for(self, more: int, timeout_s: float = 60) -> None:
-        """Wait until ``more`` further requests were answered (traffic before/after a step)."""
-        target = self.count() + more
-        deadline = time.monotonic() + timeout_s
-        while self.count() < target and time.monotonic() < deadline:
-            time.sleep(0.05)
 
-
-class BalancedLoop:
+class BalancedLoop(_Loop):
     """Traffic as a load balancer sends it: only to servers whose agent reports ready (each agent's readiness
     endpoint read every ``probe_s``, as a readiness probe is), round robin; a request whose connection fails
     (the server died under it) is sent once more to another ready server, as a balancer retries a connect
@@ -263,28 +271,19 @@ class BalancedLoop:
 
     def __init__(self, fleet_of: Callable[[], Fleet], releases: list[Release], *, threads: int = 2, rows: int = 8,
                  probe_s: float = 0.05, max_s: float = 240, pause_s: float = 0.0) -> None:
+        super().__init__()
         self.fleet_of, self.releases, self.rows, self.probe_s, self.max_s = fleet_of, releases, rows, probe_s, max_s
         self.pause_s = pause_s  # between one thread's requests: steady traffic that leaves the machine some room
-        self.traffic = Traffic()
         self.retried: list[str] = []
         self.latencies: list[tuple[float, float]] = []  # (start, seconds) of every answered request
         self.ready: list[Server] = []
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
         self._next = 0
         self._threads = [threading.Thread(target=self._probe, daemon=True)]
         self._threads += [threading.Thread(target=self._run, daemon=True) for _ in range(threads)]
 
     def __enter__(self) -> "BalancedLoop":
-        self._probe_once()
-        for t in self._threads:
-            t.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        for t in self._threads:
-            t.join(timeout=60)
+        self._probe_once()  # the first requests go to the servers ready now
+        return super().__enter__()
 
     def _probe_once(self) -> None:
         import urllib.request
@@ -311,16 +310,6 @@ class BalancedLoop:
                 return None
             self._next += 1
             return choices[self._next % len(choices)]
-
-    def count(self) -> int:
-        with self._lock:
-            return self.traffic.total
-
-    def wait_for(self, more: int, timeout_s: float = 60) -> None:
-        target = self.count() + more
-        deadline = time.monotonic() + timeout_s
-        while self.count() < target and time.monotonic() < deadline:
-            time.sleep(0.05)
 
     def _run(self) -> None:
         import tritonclient.http as httpclient

@@ -192,22 +192,35 @@ def _load_member(control: TritonControl, repo: ModelRepository, release: Release
                           "" if copied else "folder in place"))
     old = current.get(model)
     keep = {version} | ({old} if old is not None and states.get(old) == "READY" else set())
-    previous = repo.read_config(model)
-    config = member_config(release, model, keep)
-    repo.write_config(model, config)
     what = f"{model} version {version} of release {release.release_id}"
-    try:
-        seconds = control.load(model, config)
-    except LoadRefused as exc:
-        _undo(control, repo, model, version, old if old in keep else None, previous)
-        raise LoadRefused(f"server {control.name} refused to load {what}: {exc.message}; it keeps serving the release it "
-                          "had (the failed version unloaded again)") from None
+    seconds, previous = _load_kept(control, repo, release, model, keep, what=what,
+                                   serving=old if old in keep else None, fresh=True)
     if not control.is_ready(model, version):
         _undo(control, repo, model, version, old if old in keep else None, previous)
         raise LoadRefused(f"server {control.name} loaded {what} but it is not READY; it keeps serving the release it "
                           "had: read the server's log")
     out.steps.append(Step("load", model, version, round(seconds, 3), f"serving versions {sorted(keep)}"))
     return True
+
+
+def _load_kept(control: TritonControl, repo: ModelRepository, release: ReleaseFiles, model: str, keep: set[int], *,
+               what: str, serving: int | None, fresh: bool) -> tuple[float, Any]:
+    """Write ``model``'s config serving exactly ``keep`` and load it; (seconds, the config it had before).
+
+    Raises:
+        LoadRefused: Triton refused; a ``fresh`` new version was unloaded again (:func:`_undo`), the server
+            serves ``serving`` as before.
+    """
+    previous = repo.read_config(model)
+    config = member_config(release, model, keep)
+    repo.write_config(model, config)
+    try:
+        return control.load(model, config), previous
+    except LoadRefused as exc:
+        if fresh:
+            _undo(control, repo, model, release.versions[model], serving, previous)
+        raise LoadRefused(f"server {control.name} refused to load {what}: {exc.message}; it keeps serving the release "
+                          "it had" + (" (the failed version unloaded again)" if fresh else "")) from None
 
 
 def _undo(control: TritonControl, repo: ModelRepository, model: str, version: int, old: int | None,
@@ -244,17 +257,9 @@ def _switch_versioned(control: TritonControl, repo: ModelRepository, release: Re
     if repo.stage(release, entry, vmap.digest(entry, version)):
         out.steps.append(Step("copy", entry, version, round(time.perf_counter() - t, 3)))
     keep = {version} | ({v for v in ready if v < version} if keep_lower else set())
-    previous = repo.read_config(entry)
-    config = member_config(release, entry, keep)
-    repo.write_config(entry, config)
     what = f"the entry {entry} version {version} of release {release.release_id}"
-    try:
-        seconds = control.load(entry, config)
-    except LoadRefused as exc:
-        if version not in ready:
-            _undo(control, repo, entry, version, ready[-1] if ready else None, previous)
-        raise LoadRefused(f"server {control.name} refused to load {what}: {exc.message}; it keeps serving the release "
-                          "it had") from None
+    seconds, _ = _load_kept(control, repo, release, entry, keep, what=what, serving=ready[-1] if ready else None,
+                            fresh=version not in ready)
     now = sorted(v for v, state in control.states().get(entry, {}).items() if state == "READY")
     if not now or now[-1] != version:
         raise RolloutStopped(f"server {control.name}: after loading {what} its READY versions are {now}, so unversioned "
