@@ -171,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     ratio = round(by[max(by)] / by[min(by)], 2) if len(by) > 1 else None
     print(json.dumps({
         "per_size": results,
-        f"ratio_time_{max(by)}_over_time_{min(by)}": ratio, "goal_at_most": 3.0, "within_goal": ratio is not None and ratio <= 3.0,
+        f"ratio_time_{max(by)}_over_time_{min(by)}": ratio, "goal_at_most": 3.0,
+        "within_goal": ratio is not None and ratio <= 3.0,
         "median_load_s": args.load_s, "load_failure_share": args.fail, "agent_poll_s": args.poll_s,
         "a_step_at_its_budget": {k: at_budget.get(k) for k in ("servers", "outcome", "steps", "failed_servers", "stopped")},
         "machine_load_1min": os.getloadavg()[0], "cores": os.cpu_count(),

@@ -1,15 +1,17 @@
 """No stall: steady traffic's p99 during roll-outs against before, on one local Triton with its agent.
 
-Run:  .venv/bin/python benchmarks/bench_rollout.py [--repeats 3] [--window-s 8]
+Run:  .venv/bin/python benchmarks/bench_rollout.py [--repeats 3] [--window-s 4] [--pause-s 0.01]
 
 One serving Triton (the CPU fleet's: python backend, ONNX leaves through the onnxruntime shim) with its
 serving agent, in a process of their own as the local stack runs them (model_release.local.fleet);
 steady traffic to it from another process (two client threads each sending an 8-row request every
 ``--pause-s``, as tests/serve/support.BalancedLoop does: steady, not as fast as the machine allows,
 and timed where no roll-out code holds the interpreter); the roll-out runs in this process, as on an
-Airflow worker. Each roll-out is compared with a window of the same traffic just before it. Releases are classifier pipelines (an ONNX leaf, a python
-postprocess, the entry ensemble) assembled and promoted with the product's own code; each new release
-changes both members, so each roll-out loads two models beside the serving ones and re-pins the entry.
+Airflow worker, with the spec's default warm-up (3 requests to each new version before the switch).
+Each roll-out is compared with a window of the same traffic just before it. Releases are classifier
+pipelines (an ONNX leaf, a python postprocess, the entry ensemble) assembled and promoted with the
+product's own code; each new release changes both members, so each roll-out loads two models beside
+the serving ones and re-pins the entry.
 Printed, all from this one run:
 
 1. the p99 (and max) of requests started in the windows just before each roll-out, and of requests

@@ -1,8 +1,9 @@
 """The release DAG's shape, built once for the manual DAG and for every scheduled one (``dags/``).
 
 ``start -> intake -> export -> tensorrt (queue gpu) -> assemble -> canary (pool triton_canary) -> promote
--> rollout`` (one at a time by its lock in the store; skipped without a fleet), and ``finish`` whatever happened
-(``trigger_rule="all_done"``, after the roll-out), which settles the run's claim in the channel's ledger.
+-> rollout`` (a plan the serving agents follow, one at a time by its lease; skipped with no agent), and
+``finish`` whatever happened (``trigger_rule="all_done"``, after the roll-out), which settles the run's
+claim in the channel's ledger.
 ``promote`` emits the channel's Asset event; ``rollout`` emits one only when its watch rolled the release
 back (through the channel's rollback alias, so an ordinary roll-out emits nothing). Task bodies are one
 line into :mod:`model_release.airflow.tasks`; nothing heavy is imported at parse time.

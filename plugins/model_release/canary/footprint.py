@@ -22,7 +22,8 @@ def memory_in_use(pid: int | None, metrics_url: str | None) -> tuple[int, str] |
             import psutil
 
             root = psutil.Process(pid)
-            return sum(p.memory_info().rss for p in [root, *root.children(recursive=True)]), "resident memory of the canary Triton and its stubs"
+            rss = sum(p.memory_info().rss for p in [root, *root.children(recursive=True)])
+            return rss, "resident memory of the canary Triton and its stubs"
         except Exception:  # noqa: BLE001 - gone meanwhile, or no psutil: not measured
             return None
     if metrics_url:

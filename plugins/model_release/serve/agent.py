@@ -109,6 +109,7 @@ class Agent:
         self._lock = threading.Lock()
         self._published_at = 0.0
         self._dirty = True
+        self._entry: str | None = None  # the entry model of the release it serves (what a probe asks Triton about)
         self._footprints: dict[str, int | None] = {}
         self._memory_of: tuple[str | None, str | None] | None = None
         #: (release, plan generation, its files, the entry's pins) it serves, verified at the last poll
@@ -122,8 +123,10 @@ class Agent:
             return self.state.ready
 
     def probe(self) -> bool:
-        """:attr:`ready`, with Triton's liveness asked now (a killed Triton is not ready at the next probe)."""
-        return self.ready and self.control.live()
+        """:attr:`ready`, with Triton asked now whether the entry model it serves is ready: a killed Triton, or one
+        started again and empty, is not ready at the next probe, before the agent's next poll has seen it."""
+        entry = self._entry
+        return self.ready and entry is not None and self.control.is_ready(entry)
 
     # ---- the loop ---------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
@@ -171,7 +174,7 @@ class Agent:
         self._set(generation=generation, target=desired, release=actual if serving else None)
         if pins == wanted_state(release):
             self._set(ready=True, state="serving")
-            self._settled = (desired, generation, release, pins)
+            self._settled, self._entry = (desired, generation, release, pins), release.entry
             return
         failed = self.state.failed_on(desired, generation)
         if failed is not None:  # not again until the plan moves; a server left with nothing serves the old release
@@ -234,6 +237,7 @@ class Agent:
         kept = before if swap == SIDE_BY_SIDE and before != release.release_id else None
         self._served = _Served(release.release_id, wanted_state(release), kept)
         self._settled = (release.release_id, generation, release, self._served.pins)
+        self._entry = release.entry
         self._set(ready=True, state="serving", release=release.release_id, error=None,
                   last={"release": release.release_id, "before": outcome.before, "outcome": outcome.outcome,
                         "seconds": outcome.seconds, "generation": generation,
