@@ -74,7 +74,7 @@ def test_the_recorded_specs_watch_is_the_plan_with_its_probe_rows_and_the_alias_
     serve = {"watch": {"bake_s": 30, "interval_s": 5, "probe": {"rows": "rows.json", "requests": 2}},
              "rollout": {"steps": [{"servers": 1}, {"percent": 25}, {"percent": 100}], "swap": "in_place"}}
     store = _promoted(tmp_path, "r1", serve)
-    _main(store, tmp_path, "--mlflow-tracking-uri", "http://127.0.0.1:5000")
+    _main(store, tmp_path, "--tracking-uri", "http://127.0.0.1:5000")
     plan = captured["options"].watch
     assert captured["release_id"] == "r1"  # the pointer's release: its spec is the one read
     assert (plan.spec.bake_s, plan.spec.interval_s) == (30, 5)
@@ -119,7 +119,7 @@ def test_a_watch_that_would_move_the_alias_needs_a_tracking_uri(tmp_path, captur
     store = _promoted(tmp_path, "r1", {})  # promote.mlflow_alias defaults to production
     with pytest.raises(UserError, match=r"^model-release rollout: the spec recorded in release r1 moves the MLflow alias "
                        r"'production' with the channel pointer \(promote.mlflow_alias\), so a watch that rolls back must "
-                       r"move it back too: pass --mlflow-tracking-uri URI or set MLFLOW_TRACKING_URI, or roll out with "
+                       r"move it back too: pass --tracking-uri URI or set MLFLOW_TRACKING_URI, or roll out with "
                        r"--no-watch$"):
         _main(store, tmp_path)
     assert captured == {}  # refused before anything moved
@@ -139,3 +139,10 @@ def test_spec_and_no_watch_together_are_refused(tmp_path, captured) -> None:
     store = _promoted(tmp_path, "r1", {})
     with pytest.raises(UserError, match="argument --no-watch: not allowed with argument --spec"):
         _main(store, tmp_path, "--spec", "x.yaml", "--no-watch")
+
+
+def test_the_old_spelling_of_the_tracking_uri_still_works_and_says_so(tmp_path, captured, capsys) -> None:
+    store = _promoted(tmp_path, "r1", {})
+    _main(store, tmp_path, "--mlflow-tracking-uri", "http://127.0.0.1:5000")
+    assert captured["options"].watch.follower.tracking_uri == "http://127.0.0.1:5000"
+    assert "--mlflow-tracking-uri is deprecated and goes in the next release; use --tracking-uri" in capsys.readouterr().err

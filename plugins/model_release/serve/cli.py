@@ -1,18 +1,20 @@
 """``model-release rollout``, ``model-release fleet status`` and ``model-release serve-agent``: the serving fleet from a terminal.
 
-    model-release rollout --channel C [--store URI] [--release ID] [--spec FILE | --no-watch]
-                          [--lock-wait S] [--mlflow-tracking-uri URI]
-    model-release fleet status --channel C [--store URI]
-    model-release serve-agent --name N --channel C --triton-grpc HOST:PORT --triton-http HOST:PORT
-                              --repository DIR [--store URI] [--metrics-url URL] [--listen HOST:PORT] ...
+    model-release rollout [--channel C] [--store URI] [--release ID] [--spec FILE | --no-watch]
+                          [--lock-wait S] [--tracking-uri URI]
+    model-release fleet status [--channel C] [--store URI]
+    model-release serve-agent --name N --triton-grpc HOST:PORT --triton-http HOST:PORT --repository DIR
+                              [--channel C] [--store URI] [--metrics-url URL] [--listen HOST:PORT] ...
 
-``--store`` defaults to ``$MODEL_RELEASE_STORE`` (the local stack writes it). Output is JSON on
-stdout; progress lines on stderr. The fleet is whoever's agent has a heartbeat in the store.
+The store, channel, release and tracking URI flags are the CLI's one grammar (:mod:`model_release.flags`:
+``--store`` defaults to ``$MODEL_RELEASE_STORE``, which the local stack writes; ``--channel`` to
+production). Output is JSON on stdout; progress lines on stderr. The fleet is whoever's agent has a
+heartbeat in the store.
 
 The roll-out follows the ``serve`` section (``rollout`` steps and swap, ``warmup``, ``watch``) of the
 spec the release recorded in its manifest, or of ``--spec FILE``; ``--no-watch`` rolls out
 unwatched. A watch that rolls back moves the MLflow alias (the spec's ``promote.mlflow_alias``)
-back with the pointer, so it needs ``--mlflow-tracking-uri`` (default ``$MLFLOW_TRACKING_URI``).
+back with the pointer, so it needs ``--tracking-uri`` (default ``$MLFLOW_TRACKING_URI``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .. import flags
 from ..errors import SpecError, UserError
 from ..spec import ReleaseSpec, load_spec
 from ..spec.serve import RolloutSpec
@@ -40,14 +43,9 @@ from .status import fleet_status
 from .warmup import WarmupRule
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise UserError(f"{self.prog}: {message}; see {self.prog} --help")
-
-
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--channel", required=True, help="the channel whose fleet to act on, e.g. production")
-    parser.add_argument("--store", default=os.environ.get("MODEL_RELEASE_STORE"), help="default $MODEL_RELEASE_STORE")
+    flags.add(parser, "channel")
+    flags.add(parser, "store")
 
 
 def _store(raw: str | None) -> ModelStore:
@@ -58,9 +56,9 @@ def _store(raw: str | None) -> ModelStore:
 
 def rollout_main(argv: list[str]) -> int:
     """``model-release rollout``: make the channel's fleet serve the channel's release, step by step."""
-    parser = _Parser(prog="model-release rollout", description="Roll the channel's release out to its serving agents.")
+    parser = flags.Parser(prog="model-release rollout", description="Roll the channel's release out to its serving agents.")
     _common(parser)
-    parser.add_argument("--release", help="roll out this release instead of the pointer's (tests, drills)")
+    flags.add(parser, "release", help="roll out this release instead of the pointer's (tests, drills)")
     parser.add_argument("--lock-wait", type=float, default=None,
                         help="seconds to wait for another roll-out's lease (default: one lease term, which a killed "
                              "roll-out's lease lapses within)")
@@ -72,8 +70,8 @@ def rollout_main(argv: list[str]) -> int:
     watch.add_argument("--spec", type=Path, default=None,
                        help="the release spec whose serve section applies (default: the one the release recorded)")
     watch.add_argument("--no-watch", action="store_true", help="roll out without watching the steps (a drill, a fleet without traffic)")
-    parser.add_argument("--mlflow-tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI"),
-                        help="where a watch that rolls back moves the MLflow alias back (default $MLFLOW_TRACKING_URI)")
+    flags.add(parser, "tracking_uri", old=("--mlflow-tracking-uri",),
+              help="where a watch that rolls back moves the MLflow alias back (default $MLFLOW_TRACKING_URI)")
     args = parser.parse_args(argv)
     store = _store(args.store)
     release_id = args.release or desired_release(store, args.channel)  # the release whose spec is read is the one rolled out
@@ -121,11 +119,11 @@ def _watch(spec: ReleaseSpec | None, where: str, fleet: Fleet, release_id: str, 
         say(f"watch: serve.watch.enabled is false in {where}: the steps are not watched")
         return None
     alias = spec.promote.mlflow_alias
-    tracking_uri = args.mlflow_tracking_uri if alias else None
+    tracking_uri = args.tracking_uri if alias else None
     if alias and not tracking_uri and all(s.metrics_url for s in fleet.servers):
         raise UserError(f"model-release rollout: {where} moves the MLflow alias {alias!r} with the channel pointer "
                         "(promote.mlflow_alias), so a watch that rolls back must move it back too: pass "
-                        "--mlflow-tracking-uri URI or set MLFLOW_TRACKING_URI, or roll out with --no-watch")
+                        "--tracking-uri URI or set MLFLOW_TRACKING_URI, or roll out with --no-watch")
     if tracking_uri:
         from ..mlflow_env import check_tracking_uri
 
@@ -145,7 +143,7 @@ def fleet_main(argv: list[str]) -> int:
     """``model-release fleet status``: what each server serves, beside the plan and the channel pointer."""
     if not argv or argv[0] != "status":
         raise UserError("model-release fleet: the one subcommand is `status`; see model-release fleet status --help")
-    parser = _Parser(prog="model-release fleet status", description="What each serving Triton serves, and drift.")
+    parser = flags.Parser(prog="model-release fleet status", description="What each serving Triton serves, and drift.")
     _common(parser)
     args = parser.parse_args(argv[1:])
     print(json.dumps(fleet_status(_store(args.store), args.channel), indent=2))
@@ -154,7 +152,7 @@ def fleet_main(argv: list[str]) -> int:
 
 def agent_parser() -> argparse.ArgumentParser:
     """``model-release serve-agent``'s options (the local stack's serving process takes the same)."""
-    parser = _Parser(prog="model-release serve-agent",
+    parser = flags.Parser(prog="model-release serve-agent",
                      description="The agent beside a serving Triton: it makes the Triton serve what the channel's plan says.")
     _common(parser)
     parser.add_argument("--name", required=True, help="this server's name in the fleet (a pod's name)")
