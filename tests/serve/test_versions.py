@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from model_release.errors import ConflictError, SpecError, StoreError
+from model_release.errors import ConflictError, StoreError
 from model_release.serve.versions import assign_versions, model_digest, read_versions, served_models, versions_key
 from model_release.store.backend import PreconditionFailed
 
