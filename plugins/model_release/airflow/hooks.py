@@ -9,10 +9,9 @@
 - :class:`TritonCanaryHook` (``triton_conn_id="triton_canary"``): a remote canary's ``host:port`` and
   what it declares in the extra (object-store repository, GPU or CPU, TensorRT version, compute
   capability); without the connection the canary starts an embedded local Triton.
-- :func:`serving_fleet`: the serving Tritons of a channel, as connections of the same shape
-  (host, port; extra ``repository``, ``metrics_url`` and ``auto_complete``) named by the Variable
-  ``model_release_fleet_<channel>`` (comma-separated connection ids), or the fleet file
-  ``$MODEL_RELEASE_FLEET`` the local stack writes; None when neither declares one.
+
+The serving fleet needs no connection: each serving Triton's agent registers in the model store
+(:mod:`model_release.serve.membership`), where the rollout task finds it.
 """
 
 from __future__ import annotations
@@ -145,31 +144,3 @@ class TritonCanaryHook(BaseHook):
             return None
         host = conn.host.removeprefix("http://")
         return RemoteCanary.from_extra(f"{host}:{conn.port or 8000}", conn.extra_dejson or {})
-
-
-def serving_fleet(channel: str) -> Any | None:
-    """The channel's serving fleet (:class:`~model_release.serve.fleet.Fleet`), or None when none is declared.
-
-    Raises:
-        SpecError: a named connection is missing or has no host or no ``repository`` in its extra.
-    """
-    from airflow.sdk import Variable
-
-    from ..errors import SpecError
-    from ..serve.fleet import FLEET_ENV, Fleet, load_fleet, server_from_doc
-
-    ids = Variable.get(f"model_release_fleet_{channel}", default=None)
-    if not ids:
-        return load_fleet(channel) if os.environ.get(FLEET_ENV) else None
-    servers = []
-    for conn_id in [c.strip() for c in str(ids).split(",") if c.strip()]:
-        conn = _connection(conn_id)
-        extra = conn.extra_dejson if conn is not None else {}
-        if conn is None or not conn.host or not extra.get("repository"):
-            raise SpecError(f"serving Triton connection {conn_id!r} (in Variable model_release_fleet_{channel}) is missing "
-                            "or has no host or no extra.repository; define it like triton_canary, with "
-                            'extra {"repository": "<its model repository>", "metrics_url": "http://host:8002/metrics"}')
-        doc = {"name": conn_id, "url": f"{conn.host}:{conn.port or 8000}", "repository": str(extra["repository"]),
-               "metrics_url": extra.get("metrics_url"), "auto_complete": extra.get("auto_complete", True)}
-        servers.append(server_from_doc(doc, f"serving Triton connection {conn_id!r} (extra)"))
-    return Fleet(channel, tuple(servers))
