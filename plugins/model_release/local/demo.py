@@ -183,15 +183,21 @@ FOURTH = "release 3's model with a petal-length table for 0-7 cm only, watched i
 TRAFFIC_MAX_S, TRAFFIC_MAX_REQUESTS = 600.0, 40_000
 
 
+def demo_parser() -> argparse.ArgumentParser:
+    from ..flags import Parser
+
+    parser = Parser(prog="model-release demo", description=__doc__.splitlines()[0])
+    parser.add_argument("--root", default=".work/demo", help="where the demo keeps its state (emptied first)")
+    parser.add_argument("--verbose", action="store_true", help="echo the Airflow runs' whole logs (default: the stages' progress)")
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
     from .fleet import LocalFleet, s3_env
     from .stack import EmbeddedStack
     from ..spec import load_spec
 
-    parser = argparse.ArgumentParser(prog="model-release demo", description=__doc__.splitlines()[0])
-    parser.add_argument("--root", default=".work/demo", help="where the demo keeps its state (emptied first)")
-    parser.add_argument("--verbose", action="store_true", help="echo the Airflow runs' whole logs (default: the stages' progress)")
-    args = parser.parse_args(argv)
+    args = demo_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     root = Path(args.root).resolve()
     if root.exists():

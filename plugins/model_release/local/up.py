@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ModelReleaseError, ServiceUnavailable
+from ..flags import Parser
 from . import procs, webhook
 from .stack_folder import (
     AIRFLOW_USER, BUCKET, Layout, StackConfig, default_root, load_config, port_free, stack_env, write_env_file,
@@ -335,12 +336,26 @@ def _detach(layout: Layout, *, timeout: float) -> int:
     return 4
 
 
-def up_main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="model-release up", description="Start the local stack and keep it running.")
-    parser.add_argument("--root", type=Path, default=None, help="the stack's folder (default $MODEL_RELEASE_STACK or <project>/.work/stack)")
+#: ``--root`` of up, down and status
+ROOT_HELP = "the stack's folder (default $MODEL_RELEASE_STACK or ./.work/stack)"
+
+
+def up_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="model-release up", description="Start the local stack and keep it running.")
+    parser.add_argument("--root", type=Path, default=None, help=ROOT_HELP)
     parser.add_argument("--detach", action="store_true", help="run in the background; return once the stack is ready")
     parser.add_argument("--timeout", type=float, default=600, help="with --detach: seconds to wait for the stack (default 600)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def down_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="model-release down", description="Stop the local stack; its state is kept.")
+    parser.add_argument("--root", type=Path, default=None, help=ROOT_HELP)
+    return parser
+
+
+def up_main(argv: list[str]) -> int:
+    args = up_parser().parse_args(argv)
     layout = Layout(args.root or default_root())
     state = _running(layout)
     if state:
@@ -358,9 +373,7 @@ def _saved_config(layout: Layout) -> StackConfig:
 
 
 def down_main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="model-release down", description="Stop the local stack; its state is kept.")
-    parser.add_argument("--root", type=Path, default=None, help="the stack's folder (default $MODEL_RELEASE_STACK or <project>/.work/stack)")
-    args = parser.parse_args(argv)
+    args = down_parser().parse_args(argv)
     layout = Layout(args.root or default_root())
     config = _saved_config(layout)
     if not config.stack_id:

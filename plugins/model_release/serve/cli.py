@@ -39,7 +39,7 @@ from .guard import WatchPlan
 from .membership import membership
 from .rollout import RolloutOptions, desired_release, roll_out
 from .stage import recorded_spec, watch_plan
-from .status import fleet_status
+from .status import fleet_status, status_text
 from .warmup import WarmupRule
 
 
@@ -54,8 +54,8 @@ def _store(raw: str | None) -> ModelStore:
     return open_store(raw)
 
 
-def rollout_main(argv: list[str]) -> int:
-    """``model-release rollout``: make the channel's fleet serve the channel's release, step by step."""
+def rollout_parser() -> argparse.ArgumentParser:
+    """``model-release rollout``'s options."""
     parser = flags.Parser(prog="model-release rollout", description="Roll the channel's release out to its serving agents.")
     _common(parser)
     flags.add(parser, "release", help="roll out this release instead of the pointer's (tests, drills)")
@@ -72,6 +72,12 @@ def rollout_main(argv: list[str]) -> int:
     watch.add_argument("--no-watch", action="store_true", help="roll out without watching the steps (a drill, a fleet without traffic)")
     flags.add(parser, "tracking_uri", old=("--mlflow-tracking-uri",),
               help="where a watch that rolls back moves the MLflow alias back (default $MLFLOW_TRACKING_URI)")
+    return parser
+
+
+def rollout_main(argv: list[str]) -> int:
+    """``model-release rollout``: make the channel's fleet serve the channel's release, step by step."""
+    parser = rollout_parser()
     args = parser.parse_args(argv)
     store = _store(args.store)
     release_id = args.release or desired_release(store, args.channel)  # the release whose spec is read is the one rolled out
@@ -139,14 +145,26 @@ def _watch(spec: ReleaseSpec | None, where: str, fleet: Fleet, release_id: str, 
     return plan
 
 
+def fleet_status_parser() -> argparse.ArgumentParser:
+    """``model-release fleet status``'s options."""
+    parser = flags.Parser(prog="model-release fleet status", description="What each serving Triton serves, beside the "
+                          "plan and the channel pointer, and which servers drift.")
+    _common(parser)
+    flags.add(parser, "json")
+    return parser
+
+
 def fleet_main(argv: list[str]) -> int:
     """``model-release fleet status``: what each server serves, beside the plan and the channel pointer."""
+    if argv and argv[0] in ("-h", "--help"):
+        print("usage: model-release fleet status [--channel C] [--store URI] [--json]\n\n"
+              "The one subcommand: `status`, what each serving Triton serves (model-release fleet status --help).")
+        return 0
     if not argv or argv[0] != "status":
         raise UserError("model-release fleet: the one subcommand is `status`; see model-release fleet status --help")
-    parser = flags.Parser(prog="model-release fleet status", description="What each serving Triton serves, and drift.")
-    _common(parser)
-    args = parser.parse_args(argv[1:])
-    print(json.dumps(fleet_status(_store(args.store), args.channel), indent=2))
+    args = fleet_status_parser().parse_args(argv[1:])
+    doc = fleet_status(_store(args.store), args.channel)
+    print(json.dumps(doc, indent=2) if flags.wants_json(args) else status_text(doc))
     return 0
 
 

@@ -38,3 +38,22 @@ def fleet_status(store: ModelStore, channel: str, *, silent_after_s: float = SIL
             "plan": ({"generation": plan.generation, "release": plan.release, "default": plan.default,
                       "rollout": plan.rollout} if plan else None),
             "split": split_message(store, channel, silent_after_s), "servers": rows}
+
+
+def status_text(doc: dict[str, Any]) -> str:
+    """:func:`fleet_status` for a person at a terminal: the pointer and plan, then one line per server."""
+    from ..safe_text import one_line
+
+    plan = doc.get("plan") or {}
+    lines = [f"channel {doc['channel']}: pointer {doc.get('pointer') or '-'}, plan "
+             + (f"generation {plan.get('generation')} release {plan.get('release') or '-'}" if plan else "none yet")]
+    if doc.get("split"):
+        lines.append(f"  split: {one_line(str(doc['split']))}")
+    if not doc.get("servers"):
+        lines.append("  no serving agent has a heartbeat in the store")
+    for row in doc.get("servers") or []:
+        state = "silent" if row.get("silent") else "ready" if row.get("ready") else "not ready"
+        drift = f" (wants {row.get('desired')})" if row.get("drift") else ""
+        error = f"; last error: {one_line(str(row['error']))}" if row.get("error") else ""
+        lines.append(f"  {one_line(str(row.get('server')))}: {row.get('release') or '-'}{drift}, {state}{error}")
+    return "\n".join(lines)
