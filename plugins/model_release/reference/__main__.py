@@ -9,9 +9,10 @@ from pathlib import Path
 
 def generated() -> dict[str, str]:
     """File name -> what the code gives."""
+    from .. import cli as commands
     from . import cli, spec
 
-    return {"spec.md": spec.render(), "cli.md": cli.render()}
+    return {"spec.md": spec.render(), "cli.md": cli.render(commands.parsers(), commands.__doc__ or "")}
 
 
 def main(argv: list[str] | None = None) -> int:

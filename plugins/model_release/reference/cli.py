@@ -1,6 +1,7 @@
 """The CLI reference (``docs/reference/cli.md``), generated from every command's parser.
 
-Each command (:data:`model_release.cli.PARSERS`): what it does, its usage line, and each flag with
+Each command (:data:`model_release.cli.PARSERS`, handed in by ``python -m model_release.reference``, an
+entry point: no room imports the CLI above it): what it does, its usage line, and each flag with
 its default and help, the deprecated spellings left out. The grammar the flags follow is
 :mod:`model_release.flags`; the exit codes are the top-level help's.
 """
@@ -40,10 +41,9 @@ def _cell(text: str) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
-def render() -> str:
-    """The whole CLI reference as Markdown."""
-    from ..cli import __doc__ as top, parsers
-
+def render(parsers: dict[str, argparse.ArgumentParser], top: str) -> str:
+    """The whole CLI reference as Markdown, from every command's parser and the top-level help ``top``
+    (:func:`model_release.cli.parsers` and the CLI's docstring: the entry point hands them in)."""
     exit_codes = " ".join(top.split("Exit codes", 1)[1].split("Flags are one grammar", 1)[0].split())
     lines = ["# The `model-release` command line: every command and flag", "",
              "Generated from the commands' parsers by `python -m model_release.reference --write docs/reference`;",
@@ -52,7 +52,7 @@ def render() -> str:
              "every read. A renamed flag keeps its old spelling for one release, with a warning.", "",
              f"Exit codes{exit_codes}", "", "`--debug` anywhere on a command line adds the traceback to an error;",
              "`model-release --version` prints the installed version.", ""]
-    for words, parser in parsers().items():
+    for words, parser in parsers.items():
         if words == "rollback":
             lines += ["", "## `model-release rollback`", "", "The same as `model-release store rollback`.", ""]
             continue
