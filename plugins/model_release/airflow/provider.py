@@ -22,6 +22,7 @@ importing the hooks; older ones call the hooks' ``get_connection_form_widgets`` 
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from .. import __version__
@@ -121,8 +122,5 @@ def get_provider_info() -> dict[str, Any]:
         "integrations": [{"integration-name": INTEGRATION, "tags": ["software"]}],
         "operators": [{"integration-name": INTEGRATION, "python-modules": ["model_release.airflow.operators"]}],
         "hooks": [{"integration-name": INTEGRATION, "python-modules": [HOOKS_MODULE]}],
-        "connection-types": [
-            {"connection-type": conn_type, **{k: (dict(v) if isinstance(v, dict) else v) for k, v in spec.items()}}
-            for conn_type, spec in CONNECTION_TYPES.items()
-        ],
+        "connection-types": [{"connection-type": conn_type, **copy.deepcopy(spec)} for conn_type, spec in CONNECTION_TYPES.items()],
     }
