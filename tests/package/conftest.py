@@ -83,8 +83,14 @@ class Venv:
 
 
 def make_venv(root: Path, home: Path, *requirements: str, offline: bool = True, constraints: Path | None = LOCK,
-              timeout: float = 600) -> Venv:
-    """A venv at ``root`` made by uv, with pip seeded, holding ``requirements``; ``home`` is made empty."""
+              exclude_newer: str | None = None, timeout: float = 600) -> Venv:
+    """A venv at ``root`` made by uv, with pip seeded, holding ``requirements``; ``home`` is made empty.
+
+    Args:
+        offline: install from uv's cache only (what the lock names is there after ``make setup``).
+        constraints: a constraints file (the lock), or None to resolve.
+        exclude_newer: resolve as of this time (RFC 3339): no distribution uploaded later.
+    """
     subprocess.run([str(UV), "venv", "-q", "--seed", "--python", str(BASE_PYTHON), str(root)], check=True, timeout=120,
                    env=clean_env(), capture_output=True)
     argv = [str(UV), "pip", "install", "-q", "--python", str(root / "bin" / "python"), *requirements]
@@ -92,6 +98,8 @@ def make_venv(root: Path, home: Path, *requirements: str, offline: bool = True, 
         argv += ["--constraint", str(constraints)]
     if offline:
         argv.append("--offline")
+    if exclude_newer is not None:
+        argv += ["--exclude-newer", exclude_newer]
     install = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=clean_env())
     assert install.returncode == 0, f"{' '.join(argv)}:\n{install.stderr[-4000:]}"
     home.mkdir(parents=True)

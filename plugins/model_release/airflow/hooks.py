@@ -56,8 +56,8 @@ def _connection(conn_id: str) -> Any | None:
 class _ProviderHook(BaseHook):
     """The connection form of the hook's type, from :data:`~.provider.CONNECTION_TYPES`.
 
-    Airflow 3.2 and later read the same fields from the provider's info and never call these; older
-    versions call them (with Flask-AppBuilder installed, as the connection form needs it).
+    Airflow 3.2 and later read the same fields from the provider's info and never call these; what still asks
+    a hook (Airflow before 3.2, tools on the older interface) gets them here, with Flask-AppBuilder installed.
     """
 
     conn_type: str

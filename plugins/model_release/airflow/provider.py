@@ -15,9 +15,10 @@ brackets; the tasks and operators take the argument by that name):
 - ``model_store``: the S3 model store (``aws_conn_id="aws_default"``; a plain ``aws`` connection
   works the same).
 
-Airflow 3.2 and later read the fields declaratively (``conn-fields``, ``ui-field-behaviour``) without
-importing the hooks; older ones call the hooks' ``get_connection_form_widgets`` and
-``get_ui_field_behaviour``, which return the same fields.
+Airflow 3.2 and later (every version this package supports) read the fields declaratively
+(``conn-fields``, ``ui-field-behaviour``) without importing the hooks. The hooks'
+``get_connection_form_widgets`` and ``get_ui_field_behaviour`` return the same fields for what still asks
+a hook (Airflow before 3.2, tools built on the older interface).
 """
 
 from __future__ import annotations
