@@ -40,6 +40,16 @@ def _field(label: str, description: str, schema: dict[str, Any] = _STRING) -> di
     return {"label": label, "description": description, "schema": dict(schema)}
 
 
+#: a Triton's extra field both kinds of server declare
+_AUTO_COMPLETE = _field("Auto-complete configs", "False for a server started with --disable-auto-complete-config", _BOOLEAN)
+
+
+def _triton_form(**placeholders: str) -> dict[str, Any]:
+    """The standard fields of a Triton connection: host and port are its HTTP endpoint, nothing else is read."""
+    return {"hidden-fields": ["login", "password", "schema"], "relabeling": {"host": "Triton HTTP host", "port": "HTTP port"},
+            "placeholders": {"port": "8000", **placeholders}}
+
+
 #: connection type -> its hook class, the form's title, its extra fields and which standard fields it hides
 #: or renames (in Airflow's provider-info form: ``conn-fields``, ``ui-field-behaviour``)
 CONNECTION_TYPES: dict[str, dict[str, Any]] = {
@@ -66,14 +76,9 @@ CONNECTION_TYPES: dict[str, dict[str, Any]] = {
             "tensorrt": _field("TensorRT version", "The TensorRT version the server runs (plans must be built with it)"),
             "compute_capability": _field("Compute capability", "The GPU's compute capability, e.g. 8.9 (plans must "
                                          "be built for it)"),
-            "auto_complete": _field("Auto-complete configs", "False for a server started with "
-                                    "--disable-auto-complete-config", _BOOLEAN),
+            "auto_complete": _AUTO_COMPLETE,
         },
-        "ui-field-behaviour": {
-            "hidden-fields": ["login", "password", "schema"],
-            "relabeling": {"host": "Triton HTTP host", "port": "HTTP port"},
-            "placeholders": {"host": "triton-canary", "port": "8000", "repository": "s3://bucket/canary"},
-        },
+        "ui-field-behaviour": _triton_form(host="triton-canary", repository="s3://bucket/canary"),
     },
     "triton_serving": {
         "hook-class-name": f"{HOOKS_MODULE}.TritonServingHook",
@@ -83,16 +88,10 @@ CONNECTION_TYPES: dict[str, dict[str, Any]] = {
                                  "writes release versions into (a volume the worker mounts)"),
             "metrics_url": _field("Metrics URL", "Triton's Prometheus endpoint, which the watch reads after each "
                                   "wave (http://host:8002/metrics)"),
-            "auto_complete": _field("Auto-complete configs", "False for a server started with "
-                                    "--disable-auto-complete-config", _BOOLEAN),
+            "auto_complete": _AUTO_COMPLETE,
         },
-        "ui-field-behaviour": {
-            "hidden-fields": ["login", "password", "schema"],
-            "relabeling": {"host": "Triton HTTP host", "port": "HTTP port"},
-            "placeholders": {"host": "triton-serve-1", "port": "8000",
-                             "repository": "/serving/serve-1",
-                             "metrics_url": "http://triton-serve-1:8002/metrics"},
-        },
+        "ui-field-behaviour": _triton_form(host="triton-serve-1", repository="/serving/serve-1",
+                                           metrics_url="http://triton-serve-1:8002/metrics"),
     },
     "model_store": {
         "hook-class-name": f"{HOOKS_MODULE}.ModelStoreHook",
