@@ -84,6 +84,7 @@ def release_wine(venv: Venv, stack: EmbeddedStack, fleet: LocalFleet, *, prefix:
         venv.run(venv.bin("airflow"), "pools", "set", "triton_canary", "1", "one release at a time on the canary", env=env)
     with timed(steps, "dag.test()"):
         run = venv.run(venv.python, "wine_release.py", env=env, timeout=900, check=False)
+    (venv.home / "dag-test.log").write_text(run.stdout + run.stderr)
     print("\n[package] " + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in steps.items()))
     return {"run": run, "pointer": stack_pointer(stack, prefix), "alias": production_version(tracking),
             "served": served_accuracy(fleet)}
@@ -144,3 +145,11 @@ def served_accuracy(fleet: LocalFleet) -> float | None:
         client.close()
     predicted = np.asarray([a.decode() if isinstance(a, bytes) else str(a) for a in np.concatenate(answers)])
     return float(np.mean(predicted == golden["cultivar"]))
+
+
+def failure(run: Any) -> str:
+    """What a failed run says: its error records and tracebacks (whole), then the output's tail."""
+    lines = (run.stdout + run.stderr).splitlines()
+    picked = [i for i, line in enumerate(lines) if "[error" in line or "Traceback" in line]
+    errors = "\n".join("\n".join(lines[i:i + 40]) for i in picked[:4])
+    return f"{errors}\n--- tail ---\n" + "\n".join(lines[-40:])

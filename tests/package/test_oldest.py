@@ -29,7 +29,7 @@ from model_release.local.stack import EmbeddedStack
 from tests.conftest import PROJECT
 
 from .conftest import Dist, Venv, make_venv
-from .release import release_wine
+from .release import failure, release_wine
 
 pytestmark = [pytest.mark.package, pytest.mark.integration, pytest.mark.dags, pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -91,8 +91,7 @@ def test_one_release_beside_the_oldest_airflow_and_mlflow(oldest: Venv, tmp_path
             mlflow_server(oldest, (tmp_path / "mlflow")) as tracking:
         done = release_wine(oldest, stack, fleet, prefix="wine-oldest", tracking=tracking)
     run = done["run"]
-    assert run.returncode == 0 and run.stdout.strip().splitlines()[-1] == "run state: success", (
-        run.stdout[-6000:] + run.stderr[-6000:])
+    assert run.returncode == 0 and run.stdout.strip().splitlines()[-1] == "run state: success", failure(run)
     assert done["pointer"] is not None and done["alias"] == "1"
     assert done["served"] is not None and done["served"] >= 0.9, done["served"]
     print(f"\n[package] released beside apache-airflow {floor('apache-airflow')} and mlflow {floor('mlflow')} "

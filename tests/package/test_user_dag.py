@@ -12,7 +12,7 @@ from model_release.local.fleet import LocalFleet
 from model_release.local.stack import EmbeddedStack
 
 from .conftest import Venv
-from .release import USER_DAG, release_wine
+from .release import USER_DAG, failure, release_wine
 
 pytestmark = [pytest.mark.package, pytest.mark.integration, pytest.mark.dags, pytest.mark.slow]
 
@@ -36,8 +36,7 @@ def test_a_ten_line_dag_in_the_installed_package_releases_the_wine_model_promote
     stack, fleet = running
     done = release_wine(core_venv, stack, fleet, prefix="wine-installed")
     run = done["run"]
-    assert run.returncode == 0 and run.stdout.strip().splitlines()[-1] == "run state: success", (
-        run.stdout[-6000:] + run.stderr[-6000:])
+    assert run.returncode == 0 and run.stdout.strip().splitlines()[-1] == "run state: success", failure(run)
     assert done["pointer"] is not None and done["pointer"]["release_id"].startswith("wine-"), done["pointer"]
     assert done["alias"] == "1"
     assert done["served"] is not None and done["served"] >= 0.9, done["served"]
