@@ -79,9 +79,8 @@ def release_wine(venv: Venv, stack: EmbeddedStack, fleet: LocalFleet, *, prefix:
     with timed(steps, "register"):
         registered = venv.run(venv.python, "register_wine.py", env=env, timeout=300)
     assert "as @candidate" in registered.stdout, registered.stdout + registered.stderr
-    with timed(steps, "airflow db migrate + pool"):
+    with timed(steps, "airflow db migrate"):  # dag.test() needs the tables, not the canary's pool
         venv.run(venv.bin("airflow"), "db", "migrate", env=env, timeout=300)
-        venv.run(venv.bin("airflow"), "pools", "set", "triton_canary", "1", "one release at a time on the canary", env=env)
     with timed(steps, "dag.test()"):
         run = venv.run(venv.python, "wine_release.py", env=env, timeout=900, check=False)
     (venv.home / "dag-test.log").write_text(run.stdout + run.stderr)

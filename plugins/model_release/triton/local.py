@@ -62,6 +62,7 @@ def runtime_venv() -> Path:
         raise ServiceUnavailable(f"local triton: no runtime venv: ${RUNTIME_ENV} is not set; {SETUP_HINT}", stage="canary")
     return clone / ".venv-triton"
 
+
 _RUNTIME_PROBE = (
     "import json, sys, sysconfig;"
     "print(json.dumps({'version': '%d.%d' % sys.version_info[:2],"
