@@ -114,6 +114,9 @@ class ExportResult(_Serialisable):
     truth_path: str = ""
     #: a pipeline's registered members, key -> this class as a dict (their ONNX files under export/members/<key>/)
     members: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: a cascade's or fan-out's parity reference for the canary, its members' native models composed as the
+    #: pipeline composes them (:mod:`model_release.model.composed`): path, description, rows; {} for other shapes
+    composed_reference: dict[str, Any] = field(default_factory=dict)
 
     def headline(self) -> str:
         how = self.converter.get("parity") or f"checked on {self.golden_rows} golden rows"

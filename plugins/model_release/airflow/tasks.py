@@ -95,7 +95,7 @@ def _store_for(spec: Any, ref_connections: dict[str, str] | None = None) -> Any:
 @no_retry_on_user_error
 def start(params: dict[str, Any], run_id: str, run_after: Any, *, run: dict[str, Any] | None = None,
           scheduled: bool = False, is_active: Callable[[dict[str, Any]], bool] | None = None) -> dict[str, Any]:
-    """Validate the spec and the trigger's parameters, pin the candidate version and claim it; name the
+    """Validate the spec and the trigger's parameters, resolve the candidate once and claim it; name the
     release (stable across retries) and claim its workspace for this run.
 
     A scheduled run (``scheduled``) first checks, cheaply, that there is a candidate (the spec's alias
@@ -103,12 +103,18 @@ def start(params: dict[str, Any], run_id: str, run_after: Any, *, run: dict[str,
     ``force_retry``), and raises :class:`AirflowSkipException` when not, touching nothing. Everything checkable is then
     checked (:func:`~model_release.pipeline.preflight`, a release id another run's workspace holds
     among it) before anything is written. Every run then claims the version in the channel's ledger
-    (:mod:`model_release.store.ledger`): a version another running run holds is skipped, so two runs never
-    release the same version. Last, the workspace is claimed for this run (``.owner``, in the
+    as the CLI does (:mod:`model_release.store.claim`): a version another live run holds (a DAG run or
+    a ``model-release release`` at a terminal) is skipped with one line naming that run and when it
+    started, so two runs never release the same version. The returned reference carries the claim
+    with the candidate as resolved here (each member's version and run), which intake downloads: no
+    later task asks the alias again. Last, the workspace is claimed for this run (``.owner``, in the
     workspace store when there is one), so the run's own retries, on any worker, find it theirs.
     """
     from airflow.sdk.exceptions import AirflowSkipException
 
+    from ..errors import ClaimHeld
+    from ..intake.candidate import resolve_candidate
+    from ..store import claim as claims
     from ..store import ledger
 
     spec_path = Path(params["spec"])
@@ -131,17 +137,16 @@ def start(params: dict[str, Any], run_id: str, run_after: Any, *, run: dict[str,
     tracking_uri = MlflowHook().tracking_uri()
     check_tracking_uri(tracking_uri)  # a bad URI is refused in one line before MLflow is asked anything
     try:
-        version = ledger.candidate_version(tracking_uri, spec.model.name, spec.model.alias, spec.model.version)
+        candidate = resolve_candidate(tracking_uri, spec)  # the one time this run asks the registry's aliases
     except IntakeError as exc:
         if not scheduled:  # a run someone started asks for a candidate that is not there: it fails, saying so
             raise
         # a schedule polls for a candidate: none yet (a fresh registry, training has not set the alias) is nothing new
         raise AirflowSkipException(f"nothing to release: {exc.message}") from None
     # a cascade or fan-out is known by every member's version: new when any member's alias moved
-    claimed = ledger.pipeline_version(version, ledger.candidate_identity(tracking_uri, spec, version))
     force = bool(params.get("force_retry", False))
     if scheduled:
-        new, why = ledger.is_new(store, spec.promote.channel, spec.model.name, claimed)
+        new, why = ledger.is_new(store, spec.promote.channel, spec.model.name, claims.ledger_version(candidate))
         rejected_only = not new and " rejected " in why
         if not new and not (force and rejected_only):
             raise AirflowSkipException(f"nothing to release: {why}")
@@ -149,19 +154,21 @@ def start(params: dict[str, Any], run_id: str, run_after: Any, *, run: dict[str,
     store_uri = workspace if workspace.startswith(("s3://", "file://")) else None
     ref = ReleaseRef(
         release_id=release_id, workspace_root=str(Path(_local_root() if store_uri else workspace).resolve()),
-        spec_path=str(spec_path), overrides={**overrides, "model.version": int(version)}, promote=promote,
-        model=f"models:/{spec.model.name}/{version}", workspace_store=store_uri, run=run,
-        claim={"channel": spec.promote.channel, "model": spec.model.name, "version": claimed},
+        spec_path=str(spec_path), overrides={**overrides, "model.version": int(candidate.version)}, promote=promote,
+        model=f"models:/{spec.model.name}/{candidate.version}", workspace_store=store_uri, run=run,
     )
     ws = _workspace(ref)
     owner = f"airflow run {run_id}"  # the run's own retries (and a cleared run) find the workspace theirs
     preflight(spec, Services(tracking_uri=tracking_uri, open_store=lambda uri: store), promote=promote, ws=ws, owner=owner)
-    decision = ledger.claim(store, spec.promote.channel, spec.model.name, claimed, release_id=release_id, run=run,
-                            retry_rejected=force or not scheduled, retry_released=not scheduled,
-                            is_active=is_active or (lambda holder: True))
-    if not decision.go:
-        raise AirflowSkipException(f"nothing to release: {decision.reason}")
+    try:
+        claim, why = claims.take(store, spec.promote.channel, candidate, release_id=release_id, holder=claims.Holder.airflow(run),
+                                 retry_rejected=force or not scheduled, retry_released=not scheduled, is_active=is_active)
+    except ClaimHeld as exc:  # another live run releases it: this run has nothing to do (finish skips too)
+        raise AirflowSkipException(exc.message) from None
+    if claim is None:
+        raise AirflowSkipException(f"nothing to release: {why}")
     ws.claim(owner)
+    ref.claim = claim.to_dict()
     return ref.to_dict()
 
 
@@ -181,8 +188,11 @@ def code_digest() -> str:
 def intake(data: dict[str, Any]) -> dict[str, Any]:
     from ..pipeline import run_intake
 
+    from ..intake.candidate import Candidate
+
     ref = ReleaseRef.from_dict(data)
-    result = run_intake(ref.spec(), _workspace(ref), _services(ref))
+    claimed = (ref.claim or {}).get("candidate")  # what start resolved and claimed: intake asks no alias again
+    result = run_intake(ref.spec(), _workspace(ref), _services(ref), candidate=Candidate.from_dict(claimed) if claimed else None)
     return ref.after(INTAKE, {"model": result.model_uri, "run_id": result.run_id, "digest": result.content_digest}).to_dict()
 
 
@@ -370,9 +380,8 @@ def finish(data: dict[str, Any] | None, *, nothing_new: str | None = None) -> di
     """
     from airflow.sdk.exceptions import AirflowSkipException
 
+    from ..store import claim as claims
     from ..store import ledger
-    from ..types import PromoteResult
-    from ..stages import STAGE_FOLDERS
 
     if not data:
         if nothing_new:
@@ -382,20 +391,11 @@ def finish(data: dict[str, Any] | None, *, nothing_new: str | None = None) -> di
     if not (data.get("claim") or {}).get("version"):
         raise AirflowSkipException("this run claimed no model version: nothing to record")
     ref = ReleaseRef.from_dict(data)
-    ws = _workspace(ref)
-    errors = {stage: err for stage in STAGE_FOLDERS if (err := ws.load_error(stage)) is not None}
-    promoted = ws.load_result(PROMOTE, PromoteResult) is not None
-    state, reason = ledger.verdict_of(errors, promoted, promote_asked=ref.promote)
-    spec = ref.spec()
-    store = _store_for(spec, ref.connections)
     claim = ref.claim
+    state, reason, entry = claims.settle(_store_for(ref.spec(), ref.connections), claim, _workspace(ref), run=ref.run,
+                                         promote_asked=ref.promote)
     if state is None:
-        ledger.release(store, claim["channel"], claim["model"], claim["version"], release_id=ref.release_id)
         return {"state": "unclaimed", "reason": reason}
-    entry = ledger.settle(store, claim["channel"], claim["model"], claim["version"], release_id=ref.release_id,
-                          run=ref.run, state=state, reason=reason)
-    if entry is not None and entry.get("state") == ledger.REJECTED and state == ledger.RELEASED:
-        state, reason = ledger.REJECTED, entry.get("reason", "")  # the watch rolled it back: that verdict stands
     if state != ledger.RELEASED:  # the run's state says what happened to the release, not that bookkeeping worked
         raise AirflowFailException(f"release {ref.release_id} of {claim['model']} v{claim['version']} {state}: {reason}"
                                    + ("" if entry is not None else " (the ledger entry belongs to another run now)"))
