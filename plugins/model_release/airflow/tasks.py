@@ -87,6 +87,14 @@ def _workspace(ref: ReleaseRef) -> Workspace:
                          open_mirror=lambda uri: StoreMirror.open(uri, s3_client=hook.s3_client() if uri.startswith("s3://") else None))
 
 
+def _tracking_uri(connections: dict[str, str] | None) -> str:
+    """The MLflow tracking URI of the ``mlflow_conn_id`` connection, checked: a bad URI is refused in one line
+    before MLflow is asked anything."""
+    uri = MlflowHook((connections or {}).get("mlflow_conn_id", MlflowHook.default_conn_name)).tracking_uri()
+    check_tracking_uri(uri)
+    return uri
+
+
 def _store_for(spec: Any, ref_connections: dict[str, str] | None = None) -> Any:
     conns = ref_connections or {}
     return ModelStoreHook(conns.get("aws_conn_id", ModelStoreHook.default_conn_name)).open_store(spec.promote.store)
@@ -94,7 +102,8 @@ def _store_for(spec: Any, ref_connections: dict[str, str] | None = None) -> Any:
 
 @no_retry_on_user_error
 def start(params: dict[str, Any], run_id: str, run_after: Any, *, run: dict[str, Any] | None = None,
-          scheduled: bool = False, is_active: Callable[[dict[str, Any]], bool] | None = None) -> dict[str, Any]:
+          scheduled: bool = False, is_active: Callable[[dict[str, Any]], bool] | None = None,
+          connections: dict[str, str] | None = None) -> dict[str, Any]:
     """Validate the spec and the trigger's parameters, resolve the candidate once and claim it; name the
     release (stable across retries) and claim its workspace for this run.
 
@@ -109,6 +118,9 @@ def start(params: dict[str, Any], run_id: str, run_after: Any, *, run: dict[str,
     with the candidate as resolved here (each member's version and run), which intake downloads: no
     later task asks the alias again. Last, the workspace is claimed for this run (``.owner``, in the
     workspace store when there is one), so the run's own retries, on any worker, find it theirs.
+
+    ``connections`` (``mlflow_conn_id``, ``aws_conn_id``, ``triton_conn_id``: the operators' arguments)
+    name the Airflow connections this task and, through the reference, the later ones use.
     """
     from airflow.sdk.exceptions import AirflowSkipException
 
@@ -133,9 +145,9 @@ def start(params: dict[str, Any], run_id: str, run_after: Any, *, run: dict[str,
         digest = hashlib.sha256(run_id.encode()).hexdigest()[:4]
         release_id = f"{spec.name}-{run_after:%Y%m%dT%H%M%SZ}-{digest}"
     run = {**(run or {}), "run_id": run_id, "code_digest": code_digest()}
-    store = _store_for(spec)
-    tracking_uri = MlflowHook().tracking_uri()
-    check_tracking_uri(tracking_uri)  # a bad URI is refused in one line before MLflow is asked anything
+    conns = dict(connections or {})
+    store = _store_for(spec, conns)
+    tracking_uri = _tracking_uri(conns)
     try:
         candidate = resolve_candidate(tracking_uri, spec)  # the one time this run asks the registry's aliases
     except IntakeError as exc:
@@ -155,7 +167,7 @@ def start(params: dict[str, Any], run_id: str, run_after: Any, *, run: dict[str,
     ref = ReleaseRef(
         release_id=release_id, workspace_root=str(Path(_local_root() if store_uri else workspace).resolve()),
         spec_path=str(spec_path), overrides={**overrides, "model.version": int(candidate.version)}, promote=promote,
-        model=f"models:/{spec.model.name}/{candidate.version}", workspace_store=store_uri, run=run,
+        model=f"models:/{spec.model.name}/{candidate.version}", workspace_store=store_uri, run=run, connections=conns,
     )
     ws = _workspace(ref)
     owner = f"airflow run {run_id}"  # the run's own retries (and a cleared run) find the workspace theirs
@@ -320,8 +332,7 @@ def rollout(data: dict[str, Any], run_id: str | None = None) -> dict[str, Any]:
                                    f"model_release_fleet_{promoted['channel']} or $MODEL_RELEASE_FLEET): nothing to roll out")
     tracking_uri = None
     if spec.promote.mlflow_alias:  # a watch that rolls back moves the alias back with the pointer
-        tracking_uri = MlflowHook((ref.connections or {}).get("mlflow_conn_id", MlflowHook.default_conn_name)).tracking_uri()
-        check_tracking_uri(tracking_uri)
+        tracking_uri = _tracking_uri(ref.connections)
     try:
         record = rollout_release(_store_for(spec, ref.connections), fleet, spec.serve, release_id=promoted["release_id"],
                                  cache_dir=Path(_local_root()) / "serve-cache", run=run_id, tracking_uri=tracking_uri,
@@ -403,8 +414,11 @@ def finish(data: dict[str, Any] | None, *, nothing_new: str | None = None) -> di
 
 
 @no_retry_on_user_error
-def rollback(params: dict[str, Any]) -> dict[str, Any]:
-    """Move a channel's pointer back (to ``to_release``, default the previous release) and the MLflow alias with it."""
+def rollback(params: dict[str, Any], *, connections: dict[str, str] | None = None) -> dict[str, Any]:
+    """Move a channel's pointer back (to ``to_release``, default the previous release) and the MLflow alias with it.
+
+    ``connections``: the Airflow connections to use, as :func:`start` takes them.
+    """
     from ..store import rollback as store_rollback
     from ..store.registry import MlflowFollower
 
@@ -413,12 +427,11 @@ def rollback(params: dict[str, Any]) -> dict[str, Any]:
         spec_path = HOME / spec_path
     spec = load_spec(spec_path)
     channel = params.get("channel") or spec.promote.channel
-    store = _store_for(spec)
+    store = _store_for(spec, connections)
     follower = None
     alias = spec.promote.mlflow_alias
     if alias:
-        tracking_uri = MlflowHook().tracking_uri()
-        check_tracking_uri(tracking_uri)  # refused before the pointer moves, as the CLI's rollback does
+        tracking_uri = _tracking_uri(connections)  # a bad URI is refused before the pointer moves, as the CLI's rollback does
         follower = MlflowFollower(tracking_uri, alias=alias)
     result = store_rollback(store, channel, params.get("to_release") or None, follower=follower)
     return {**result.to_dict(), "store": spec.promote.store}
