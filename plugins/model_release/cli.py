@@ -10,9 +10,10 @@
     model-release demo                                                     four releases on the embedded stack
     model-release up [--detach] | down | status [--wait]                   the local stack as services
     model-release webhook-receiver --port N [--specs DIR]                  MLflow registry webhooks -> Airflow
-    model-release rollout --channel C [--store URI] [--fleet FILE] [--spec FILE | --no-watch]
-                                                                           roll the channel out to its serving Tritons, watched
-    model-release fleet status --channel C [--store URI] [--fleet FILE]    what each serving Triton serves, and drift
+    model-release rollout --channel C [--store URI] [--spec FILE | --no-watch]
+                                                                           roll the channel out to its serving agents, watched
+    model-release fleet status --channel C [--store URI]                   what each serving Triton serves, and drift
+    model-release serve-agent --name N --channel C --triton-grpc H:P ...   the agent beside a serving Triton
 
 Exit codes, the same on every command: 0 success, 1 failure, 2 bad input (spec, model, a flag, a release or
 channel that does not exist, nothing to roll back), 3 blocked by a gate, 4 infrastructure (a service down,
@@ -312,9 +313,15 @@ def _fleet(argv: list[str]) -> int:
     return fleet_main(argv)
 
 
+def _serve_agent(argv: list[str]) -> int:
+    from .serve.cli import agent_main
+
+    return agent_main(argv)
+
+
 COMMANDS = {"release": _release, "lint": _lint, "report": _report, "store": _store, "rollback": _rollback, "demo": _demo,
             "up": _up, "down": _down, "status": _status, "rollout": _rollout, "fleet": _fleet,
-            "webhook-receiver": _webhook_receiver}
+            "webhook-receiver": _webhook_receiver, "serve-agent": _serve_agent}
 
 
 def _print_json(data: Any) -> None:

@@ -26,7 +26,7 @@ def test_the_info_passes_airflows_runtime_schema_and_names_this_distribution() -
     jsonschema.validate(info, schema)
     assert info["package-name"] == PACKAGE_NAME == "model-release"  # Airflow refuses a name the distribution does not have
     assert info["versions"] == [model_release.__version__]
-    assert [c["connection-type"] for c in info["connection-types"]] == ["mlflow", "triton_canary", "triton_serving", "model_store"]
+    assert [c["connection-type"] for c in info["connection-types"]] == ["mlflow", "triton_canary", "model_store"]
     info["connection-types"][0]["conn-fields"]["tracking_uri"]["label"] = "changed"  # a caller's copy, not the module's
     assert CONNECTION_TYPES["mlflow"]["conn-fields"]["tracking_uri"]["label"] == "Tracking URI"
 

@@ -6,8 +6,9 @@ Airflow and MLflow the ranges claim.
 The stack's MLflow (SQLite), the moto S3 server and the serving Triton run from the test process, as a
 team's services run outside its Airflow; only ``examples/register_wine.py`` (the model side, from the
 README) and the DAG run in the installed venv. What the venv is told is what a team sets: the tracking URI,
-the connections ``mlflow_default`` and ``aws_default``, the local Triton's runtime for the CPU canary
-(``MODEL_RELEASE_TRITON_RUNTIME``) and the fleet file. Nothing names the clone.
+the connections ``mlflow_default`` and ``aws_default`` and the local Triton's runtime for the CPU canary
+(``MODEL_RELEASE_TRITON_RUNTIME``); the serving Triton's agent registers in the store, where the rollout task
+finds it. Nothing names the clone.
 """
 
 from __future__ import annotations
@@ -21,9 +22,8 @@ from typing import Any
 import numpy as np
 import yaml
 
-from model_release.local.fleet import LocalFleet
+from model_release.local.fleet import LocalFleet, s3_env
 from model_release.local.stack import EmbeddedStack, connection_env
-from model_release.serve.fleet import FLEET_ENV
 from model_release.triton.local import runtime_venv
 
 from tests.conftest import PROJECT
@@ -59,10 +59,14 @@ def write_user_folder(home: Path, *, prefix: str) -> None:
     (home / "register_wine.py").write_text((PROJECT / "examples" / "register_wine.py").read_text())
 
 
-def user_env(venv: Venv, tracking: str, stack: EmbeddedStack, fleet: LocalFleet) -> dict[str, str]:
+def user_env(venv: Venv, tracking: str, stack: EmbeddedStack) -> dict[str, str]:
     return venv.env(MLFLOW_TRACKING_URI=tracking, AIRFLOW__CORE__DAGS_FOLDER=str(venv.home),
-                    MODEL_RELEASE_TRITON_RUNTIME=str(runtime_venv()), **{FLEET_ENV: str(fleet.fleet_file)},
-                    **connection_env(tracking, stack.endpoint_url))
+                    MODEL_RELEASE_TRITON_RUNTIME=str(runtime_venv()), **connection_env(tracking, stack.endpoint_url))
+
+
+def serving(stack: EmbeddedStack, root: Path, prefix: str) -> LocalFleet:
+    """One serving Triton with its agent, following channel production of the store the spec promotes to."""
+    return LocalFleet(root, store=f"s3://{stack.bucket}/{prefix}", count=1, env=s3_env(stack.endpoint_url))
 
 
 def release_wine(venv: Venv, stack: EmbeddedStack, fleet: LocalFleet, *, prefix: str, tracking: str | None = None) -> dict[str, Any]:
@@ -74,7 +78,7 @@ def release_wine(venv: Venv, stack: EmbeddedStack, fleet: LocalFleet, *, prefix:
     """
     tracking = tracking or str(stack.tracking_uri)
     write_user_folder(venv.home, prefix=prefix)
-    env = user_env(venv, tracking, stack, fleet)
+    env = user_env(venv, tracking, stack)
     steps: dict[str, float] = {}
     with timed(steps, "register"):
         registered = venv.run(venv.python, "register_wine.py", env=env, timeout=300)
@@ -85,6 +89,8 @@ def release_wine(venv: Venv, stack: EmbeddedStack, fleet: LocalFleet, *, prefix:
         run = venv.run(venv.python, "wine_release.py", env=env, timeout=900, check=False)
     (venv.home / "dag-test.log").write_text(run.stdout + run.stderr)
     print("\n[package] " + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in steps.items()))
+    if run.returncode == 0 and run.stdout.rstrip().endswith("success"):
+        fleet.wait_ready(timeout_s=120)  # the agent serves the channel's release (the rollout task waited for it too)
     return {"run": run, "pointer": stack_pointer(stack, prefix), "alias": production_version(tracking),
             "served": served_accuracy(fleet)}
 

@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.package, pytest.mark.integration]
 
 TEMPLATES = sorted(str(p.relative_to(PROJECT / "model_repository_template"))
                    for p in (PROJECT / "model_repository_template").rglob("*.j2"))
-CONNECTION_TYPES = ("mlflow", "triton_canary", "triton_serving", "model_store")
+CONNECTION_TYPES = ("mlflow", "triton_canary", "model_store")
 
 
 def test_the_wheel_holds_the_package_its_templates_and_types_and_no_tests(dist: Dist) -> None:

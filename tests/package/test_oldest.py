@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from model_release.local.fleet import LocalFleet
 from model_release.local.http import answers
 from model_release.local.ports import free_port
 from model_release.local.procs import spawn, stop_group, sweep
@@ -29,7 +28,7 @@ from model_release.local.stack import EmbeddedStack
 from tests.conftest import PROJECT
 
 from .conftest import Dist, Venv, make_venv
-from .release import failure, release_wine
+from .release import failure, release_wine, serving
 
 pytestmark = [pytest.mark.package, pytest.mark.integration, pytest.mark.dags, pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -87,7 +86,7 @@ def test_the_dag_integrity_tests_pass_beside_the_oldest_airflow_and_mlflow(oldes
 
 
 def test_one_release_beside_the_oldest_airflow_and_mlflow(oldest: Venv, tmp_path: Path) -> None:
-    with EmbeddedStack(tmp_path / "stack") as stack, LocalFleet(tmp_path / "serving", count=1) as fleet, \
+    with EmbeddedStack(tmp_path / "stack") as stack, serving(stack, tmp_path / "serving", "wine-oldest") as fleet, \
             mlflow_server(oldest, (tmp_path / "mlflow")) as tracking:
         done = release_wine(oldest, stack, fleet, prefix="wine-oldest", tracking=tracking)
     run = done["run"]

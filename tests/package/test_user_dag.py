@@ -12,15 +12,18 @@ from model_release.local.fleet import LocalFleet
 from model_release.local.stack import EmbeddedStack
 
 from .conftest import Venv
-from .release import USER_DAG, failure, release_wine
+from .release import USER_DAG, failure, release_wine, serving
 
 pytestmark = [pytest.mark.package, pytest.mark.integration, pytest.mark.dags, pytest.mark.slow]
+
+#: the store prefix the user's spec promotes to, and the serving Triton's agent follows
+PREFIX = "wine-installed"
 
 
 @pytest.fixture(scope="module")
 def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[EmbeddedStack, LocalFleet]]:
     root = tmp_path_factory.mktemp("services")
-    with EmbeddedStack(root / "stack") as stack, LocalFleet(root / "serving", count=1) as fleet:
+    with EmbeddedStack(root / "stack") as stack, serving(stack, root / "serving", PREFIX) as fleet:
         yield stack, fleet
 
 
@@ -34,7 +37,7 @@ def test_the_users_dag_file_is_at_most_ten_lines_of_the_public_api() -> None:
 def test_a_ten_line_dag_in_the_installed_package_releases_the_wine_model_promoted_and_served(
         core_venv: Venv, running: tuple[EmbeddedStack, LocalFleet]) -> None:
     stack, fleet = running
-    done = release_wine(core_venv, stack, fleet, prefix="wine-installed")
+    done = release_wine(core_venv, stack, fleet, prefix=PREFIX)
     run = done["run"]
     assert run.returncode == 0 and run.stdout.strip().splitlines()[-1] == "run state: success", failure(run)
     assert done["pointer"] is not None and done["pointer"]["release_id"].startswith("wine-"), done["pointer"]

@@ -14,10 +14,9 @@ is read the same way, field for field.
   canary's ``host:port`` and what it declares in the extra (object-store repository, GPU or CPU,
   TensorRT version, compute capability); without the connection the canary starts an embedded
   local Triton.
-- :class:`TritonServingHook` (type ``triton_serving``) and :func:`serving_fleet`: the serving
-  Tritons of a channel (host, port; extra ``repository``, ``metrics_url`` and ``auto_complete``)
-  named by the Variable ``model_release_fleet_<channel>`` (comma-separated connection ids), or the
-  fleet file ``$MODEL_RELEASE_FLEET`` the local stack writes; None when neither declares one.
+
+The serving fleet needs no connection: each serving Triton's agent registers in the model store
+(:mod:`model_release.serve.membership`), where the rollout task finds it.
 """
 
 from __future__ import annotations
@@ -189,57 +188,3 @@ class TritonCanaryHook(_ProviderHook):
             return None
         host = conn.host.removeprefix("http://")
         return RemoteCanary.from_extra(f"{host}:{conn.port or 8000}", conn.extra_dejson or {})
-
-
-class TritonServingHook(_ProviderHook):
-    """One serving Triton of a channel's fleet: the roll-out writes into its repository and loads there."""
-
-    conn_name_attr = "triton_conn_id"
-    default_conn_name = "triton_serving_default"
-    conn_type = "triton_serving"
-    hook_name = CONNECTION_TYPES[conn_type]["hook-name"]
-
-    def __init__(self, triton_conn_id: str = default_conn_name) -> None:
-        super().__init__()
-        self.triton_conn_id = triton_conn_id
-
-    def server(self, named_by: str) -> Any:
-        """The server (:class:`~model_release.serve.fleet.Server`) the connection describes.
-
-        Args:
-            named_by: where the connection's id was found, for the error message.
-
-        Raises:
-            SpecError: the connection is missing or has no host or no ``repository`` in its extra.
-        """
-        from ..errors import SpecError
-        from ..serve.fleet import server_from_doc
-
-        conn = _connection(self.triton_conn_id)
-        extra = conn.extra_dejson if conn is not None else {}
-        if conn is None or not conn.host or not extra.get("repository"):
-            raise SpecError(f"serving Triton connection {self.triton_conn_id!r} (in {named_by}) is missing or has no host "
-                            f"or no extra.repository; define it as a {self.conn_type} connection with extra "
-                            '{"repository": "<its model repository>", "metrics_url": "http://host:8002/metrics"}')
-        doc = {"name": self.triton_conn_id, "url": f"{conn.host}:{conn.port or 8000}", "repository": str(extra["repository"]),
-               "metrics_url": extra.get("metrics_url"), "auto_complete": extra.get("auto_complete", True)}
-        return server_from_doc(doc, f"serving Triton connection {self.triton_conn_id!r} (extra)")
-
-
-def serving_fleet(channel: str) -> Any | None:
-    """The channel's serving fleet (:class:`~model_release.serve.fleet.Fleet`), or None when none is declared.
-
-    Raises:
-        SpecError: a named connection is missing or has no host or no ``repository`` in its extra.
-    """
-    from airflow.sdk import Variable
-
-    from ..serve.fleet import FLEET_ENV, Fleet, load_fleet
-
-    variable = f"model_release_fleet_{channel}"
-    ids = Variable.get(variable, default=None)
-    if not ids:
-        return load_fleet(channel) if os.environ.get(FLEET_ENV) else None
-    servers = [TritonServingHook(conn_id).server(f"Variable {variable}")
-               for conn_id in [c.strip() for c in str(ids).split(",") if c.strip()]]
-    return Fleet(channel, tuple(servers))

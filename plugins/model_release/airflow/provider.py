@@ -5,15 +5,15 @@ Airflow finds :func:`get_provider_info` through the ``apache_airflow_provider`` 
 module is data only: it imports nothing but the package's version. The hooks
 (:mod:`model_release.airflow.hooks`) build their form widgets from the same :data:`CONNECTION_TYPES`.
 
-The four connection types, each owned by one hook (its connection argument and default connection in
+The three connection types, each owned by one hook (its connection argument and default connection in
 brackets; the tasks and operators take the argument by that name):
 
 - ``mlflow``: the MLflow tracking server (``mlflow_conn_id="mlflow_default"``);
 - ``triton_canary``: the Triton that judges a candidate (``triton_conn_id="triton_canary"``);
-- ``triton_serving``: one serving Triton of a channel's fleet (named by the Variable
-  ``model_release_fleet_<channel>``);
 - ``model_store``: the S3 model store (``aws_conn_id="aws_default"``; a plain ``aws`` connection
   works the same).
+
+The serving Tritons need none: their agents register in the model store, where the rollout finds them.
 
 Airflow 3.2 and later (every version this package supports) read the fields declaratively
 (``conn-fields``, ``ui-field-behaviour``) without importing the hooks. The hooks'
@@ -40,14 +40,6 @@ def _field(label: str, description: str, schema: dict[str, Any] = _STRING) -> di
     return {"label": label, "description": description, "schema": dict(schema)}
 
 
-#: a Triton's extra field both kinds of server declare
-_AUTO_COMPLETE = _field("Auto-complete configs", "False for a server started with --disable-auto-complete-config", _BOOLEAN)
-
-
-def _triton_form(**placeholders: str) -> dict[str, Any]:
-    """The standard fields of a Triton connection: host and port are its HTTP endpoint, nothing else is read."""
-    return {"hidden-fields": ["login", "password", "schema"], "relabeling": {"host": "Triton HTTP host", "port": "HTTP port"},
-            "placeholders": {"port": "8000", **placeholders}}
 
 
 #: connection type -> its hook class, the form's title, its extra fields and which standard fields it hides
@@ -76,22 +68,14 @@ CONNECTION_TYPES: dict[str, dict[str, Any]] = {
             "tensorrt": _field("TensorRT version", "The TensorRT version the server runs (plans must be built with it)"),
             "compute_capability": _field("Compute capability", "The GPU's compute capability, e.g. 8.9 (plans must "
                                          "be built for it)"),
-            "auto_complete": _AUTO_COMPLETE,
+            "auto_complete": _field("Auto-complete configs", "False for a server started with "
+                                    "--disable-auto-complete-config", _BOOLEAN),
         },
-        "ui-field-behaviour": _triton_form(host="triton-canary", repository="s3://bucket/canary"),
-    },
-    "triton_serving": {
-        "hook-class-name": f"{HOOKS_MODULE}.TritonServingHook",
-        "hook-name": "Triton serving server",
-        "conn-fields": {
-            "repository": _field("Model repository", "The server's model repository folder, which the rollout task "
-                                 "writes release versions into (a volume the worker mounts)"),
-            "metrics_url": _field("Metrics URL", "Triton's Prometheus endpoint, which the watch reads after each "
-                                  "wave (http://host:8002/metrics)"),
-            "auto_complete": _AUTO_COMPLETE,
+        "ui-field-behaviour": {
+            "hidden-fields": ["login", "password", "schema"],
+            "relabeling": {"host": "Triton HTTP host", "port": "HTTP port"},
+            "placeholders": {"host": "triton-canary", "port": "8000", "repository": "s3://bucket/canary"},
         },
-        "ui-field-behaviour": _triton_form(host="triton-serve-1", repository="/serving/serve-1",
-                                           metrics_url="http://triton-serve-1:8002/metrics"),
     },
     "model_store": {
         "hook-class-name": f"{HOOKS_MODULE}.ModelStoreHook",

@@ -186,9 +186,9 @@ TRAFFIC_MAX_S, TRAFFIC_MAX_REQUESTS = 600.0, 40_000
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .fleet import LocalFleet
+    from .fleet import LocalFleet, s3_env
     from .stack import EmbeddedStack
-    from ..serve.fleet import FLEET_ENV
+    from ..spec import load_spec
 
     parser = argparse.ArgumentParser(prog="model-release demo", description=__doc__.splitlines()[0])
     parser.add_argument("--root", default=".work/demo", help="where the demo keeps its state (emptied first)")
@@ -200,9 +200,9 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(root)
     started = time.monotonic()
     echo = True if args.verbose else _progress_line
-    with EmbeddedStack(root) as stack, LocalFleet(root / "serving") as fleet:
+    store = load_spec(PROJECT_SPEC).promote.store  # the fleet's agents follow its production channel, as the DAG rolls out to it
+    with EmbeddedStack(root) as stack, LocalFleet(root / "serving", store=store, env=s3_env(stack.endpoint_url)) as fleet:
         assert fleet.fleet is not None
-        stack.extra_env[FLEET_ENV] = str(fleet.fleet_file)  # the release DAG's rollout task reads it
         stack.extra_env["PYTHONUNBUFFERED"] = "1"  # each line of a run as it happens: release 4's traffic starts on one
         print(f"[demo] embedded stack up: MLflow {stack.tracking_uri}, S3 {stack.endpoint_url}; serving fleet: "
               + ", ".join(f"{s.name} at {s.url}" for s in fleet.fleet.servers), flush=True)
@@ -321,7 +321,7 @@ def _watch_findings(stack: Any, fleet: Any, spec: Path, release_id: str, champio
 
     loaded = load_spec(spec)
     store = open_store(loaded.promote.store, s3_client=stack.s3_client())
-    found = rollback_findings(store, fleet.fleet, entry=loaded.name, bad=release_id, good=champion["release_id"],
+    found = rollback_findings(store, fleet.fleet, bad=release_id, good=champion["release_id"],
                               good_version=champion["version"], model_name=MODEL_NAME, tracking_uri=str(stack.tracking_uri),
                               alias=loaded.promote.mlflow_alias or "production", airflow_db=stack.airflow_home / "airflow.db")
     return {"rollout": found["record"], "event": found["event"], "serving": found["serving"],

@@ -1,8 +1,9 @@
 """``model-release up`` and ``model-release down``: the embedded stack as services a person can work with.
 
 ``up`` starts the S3 endpoint, MLflow's server, Airflow (api-server, scheduler, dag-processor) and a
-serving fleet of two local Tritons (explicit mode, metrics on; the fleet file ``serving/fleet.json``)
-on 127.0.0.1, waits until each answers and the ``model_release`` DAG is parsed, writes the env file,
+serving fleet of two local Tritons (explicit mode, metrics on), each with its serving agent following
+channel ``production`` of the store :data:`SERVE_STORE` (the agents register there; the rollout task
+finds them there), on 127.0.0.1, waits until each answers and the ``model_release`` DAG is parsed, writes the env file,
 prints the URLs, and keeps them running until Ctrl-C, SIGTERM or ``model-release down``. With
 ``--detach`` it runs itself in the background and returns once the stack is ready. Its state is in
 one folder (see :mod:`model_release.local.stack_folder`) and survives a restart: MLflow's registry, the
@@ -20,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shlex
 import signal
 import subprocess
 import sys
@@ -35,27 +35,14 @@ from . import procs, webhook
 from .stack_folder import (
     AIRFLOW_USER, BUCKET, Layout, StackConfig, default_root, load_config, port_free, stack_env, write_env_file,
 )
-from ..serve.fleet import FLEET_ENV
 from .http import AirflowApi
 from .services import CANARY_POOL, Service, airflow_ready, ensure_canary_pool, http_ready, init_airflow, services, wait_until
 
 STOP_TIMEOUT = 30.0
 #: the local serving fleet: how many Tritons ``up`` starts beside the stack
 FLEET_SIZE = 2
-
-
-def fleet_file(layout: Layout) -> Path:
-    """The fleet file of the stack's serving Tritons (``$MODEL_RELEASE_FLEET`` in its env file)."""
-    return layout.root / "serving" / "fleet.json"
-
-
-def append_fleet_env(layout: Layout) -> None:
-    """Add ``MODEL_RELEASE_FLEET`` to the env file (once), so `model-release rollout` finds the fleet."""
-    line = f"export {FLEET_ENV}={shlex.quote(str(fleet_file(layout)))}"
-    text = layout.env_file.read_text() if layout.env_file.is_file() else ""
-    if line not in text.splitlines():
-        with open(layout.env_file, "a", encoding="utf-8") as f:
-            f.write(line + "\n")
+#: the store and channel the local fleet's agents follow: the project spec's (releases/iris.yaml's promote.store)
+SERVE_STORE, SERVE_CHANNEL = f"s3://{BUCKET}/iris", "production"
 
 
 class Supervisor:
@@ -68,7 +55,6 @@ class Supervisor:
         self.running: dict[str, tuple[Service, subprocess.Popen[bytes]]] = {}
         self.env = {**os.environ, **stack_env(layout, config)}
         self.env.pop("AWS_PROFILE", None)
-        self.env[FLEET_ENV] = str(fleet_file(layout))  # the release DAG's rollout task reads it
         self.started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.clock = time.monotonic()
 
@@ -111,21 +97,20 @@ class Supervisor:
         self.say("MLflow's webhook for model_version_alias.created points at the receiver")
 
     def _spawn_fleet(self) -> list[Service]:
-        """Start the local fleet: two serving Tritons (explicit mode, metrics on), each on its own repository."""
+        """Start the local fleet: two serving Tritons (explicit mode, metrics on), each on its own repository with
+        its agent beside it (it serves the channel's current release once the store answers)."""
+        from .fleet import server_argv
+
         fleet = []
-        fleet_file(self.layout).unlink(missing_ok=True)
         for i in range(1, FLEET_SIZE + 1):
-            name = f"serve-{i}"
-            folder = self.layout.root / "serving" / name
-            service = Service(f"triton-{name}", [sys.executable, "-m", "model_release.serve.local_server", "--name", name,
-                                                 "--repository", str(folder / "models"), "--info", str(folder / "server.json")])
+            service = Service(f"triton-serve-{i}", server_argv(self.layout.root / "serving", f"serve-{i}", SERVE_STORE,
+                                                              SERVE_CHANNEL))
             self._spawn(service)
             fleet.append(service)
         return fleet
 
     def _wait_fleet(self, fleet: list[Service]) -> None:
-        """Wait for each serving Triton's info file, then write the fleet file (channel production)."""
-        from ..serve.fleet import write_fleet
+        """Wait for each serving Triton's info file (its Triton up, its agent listening)."""
         from ..serve.local_server import read_info
 
         servers = []
@@ -134,9 +119,8 @@ class Supervisor:
             self._wait(service, lambda info=info: None if info.is_file() else "not ready yet", 180)
             servers.append(read_info(info))
             service.url = servers[-1].url  # known once the server picked its ports: `model-release status` asks it
-        write_fleet(fleet_file(self.layout), {"production": servers})
-        append_fleet_env(self.layout)
-        self.say(f"serving fleet ready: {', '.join(f'{s.name} at {s.url}' for s in servers)}")
+        self.say(f"serving fleet up, following channel {SERVE_CHANNEL!r} of {SERVE_STORE}: "
+                 + ", ".join(f"{s.name} at {s.url} (ready: {s.ready_url})" for s in servers))
 
     def _spawn(self, service: Service) -> None:
         if self.stopping.is_set():

@@ -301,6 +301,26 @@ class LocalTriton:
                         self._cleanup_work_dir()
                     raise
 
+    def restart(self) -> None:
+        """Start the server again on the ports it had, after it exited or was killed (as a kubelet restarts a
+        container: clients and agents keep their addresses). A server still running is left as it is.
+
+        Raises:
+            ServiceUnavailable: it exits again or is not ready in time (the log's tail in the message).
+        """
+        if self.work_dir is None or not self.http_port:
+            raise ServiceUnavailable("local triton: restart() called before the server was started", stage="canary")
+        if self.process is not None and self.process.poll() is None:
+            return
+        if self.process is not None:
+            from ..local.procs import stop_group
+
+            stop_group(self.process, timeout=self.exit_timeout, leader_only=True, kill_rest=True)  # stubs it left behind
+        for region in Path("/dev/shm").glob(f"{self._shm_prefix}*"):
+            region.unlink(missing_ok=True)
+        self._launch(self.work_dir / "tritonserver", self._environment())
+        self._wait_ready()
+
     def _lay_out(self) -> Path:
         assert self.work_dir is not None
         src = Path(self.runtime["server_dir"])
