@@ -38,7 +38,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from . import flags
+from . import flags, project_home
 from .errors import ModelReleaseError, UserError
 from .flags import Parser
 from .safe_text import echo, one_line, redact, redact_tree
@@ -291,7 +291,7 @@ def _webhook_receiver(argv: list[str]) -> int:
     from .registry_events.signature import DEFAULT_TOLERANCE_S
     from .registry_events.wiring import SECRET_ENV, run_receiver
 
-    home = Path(os.environ.get("MODEL_RELEASE_HOME") or Path(__file__).resolve().parents[2])
+    home = project_home()
     parser = Parser(prog="model-release webhook-receiver", description=_webhook_receiver.__doc__)
     parser.add_argument("--port", type=int, required=True, help="port on 127.0.0.1")
     parser.add_argument("--specs", type=Path, default=Path(os.environ.get("MODEL_RELEASE_SPECS") or home / "releases"))

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from airflow.sdk.exceptions import AirflowFailException
 
+from .. import project_home
 from ..errors import Inconclusive, IntakeError, UserError
 from ..logs import quiet_task_loggers, quiet_wire_loggers
 from ..mlflow_env import check_tracking_uri
@@ -55,7 +56,7 @@ def no_retry_on_user_error(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-HOME = Path(os.environ.get("MODEL_RELEASE_HOME", Path(__file__).resolve().parents[3]))
+HOME = project_home()  # $MODEL_RELEASE_HOME, else the clone (editable install), else the current folder
 
 #: the workspace store every worker publishes to when the deployment shares no disk
 WORKSPACE_STORE_ENV = "MODEL_RELEASE_WORKSPACE_STORE"

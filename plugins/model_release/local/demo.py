@@ -36,12 +36,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .. import project_home
 from ..stages import CANARY, PROMOTE, ROLLOUT
 from ..workspace import new_release_id
 
 MODEL_NAME = "iris-classifier"
 SPEC = "releases/iris.yaml"
-PROJECT_SPEC = Path(__file__).resolve().parents[3] / SPEC
+#: the demo's spec in the project folder (:func:`model_release.project_home`: the clone, or $MODEL_RELEASE_HOME)
+PROJECT_SPEC = project_home().resolve() / SPEC
 
 
 #: the demo's golden set: this many of iris's rows are held out (stratified, seed ``SPLIT_SEED``) and shipped
