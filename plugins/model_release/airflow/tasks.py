@@ -188,10 +188,16 @@ def code_digest() -> str:
     """sha256 (first 16 hex) of the pipeline's code as this worker runs it: the model_release package
     and the DAG files. Recorded with every release beside the DAG bundle's version, which a local
     bundle does not have."""
+    from ..repository.render import template_root
+
     h = hashlib.sha256()
     package = Path(__file__).resolve().parents[1]
-    for path in sorted([*package.rglob("*.py"), *(HOME / "dags").glob("*.py"), *(HOME / "model_repository_template").rglob("*.j2")]):
-        h.update(path.as_posix().rsplit("/plugins/", 1)[-1].encode() + b"\0")
+    templates = template_root()  # the installed package's, or the clone's model_repository_template/
+    files = [*((p, p.relative_to(package.parent)) for p in package.rglob("*.py")),
+             *((p, Path("dags") / p.name) for p in (HOME / "dags").glob("*.py")),
+             *((p, Path("templates") / p.relative_to(templates)) for p in templates.rglob("*.j2"))]
+    for path, name in sorted(files, key=lambda f: f[1].as_posix()):
+        h.update(name.as_posix().encode() + b"\0")  # the same name in a clone and in an installed wheel
         h.update(path.read_bytes())
     return h.hexdigest()[:16]
 
