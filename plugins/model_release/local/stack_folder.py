@@ -134,7 +134,8 @@ def load_config(layout: Layout) -> tuple[StackConfig, list[str]]:
         ports[service] = new
     config = StackConfig(saved.get("stack_id") or uuid.uuid4().hex, ports)
     layout.root.mkdir(parents=True, exist_ok=True)
-    layout.stack_json.write_text(json.dumps({"stack_id": config.stack_id, "ports": config.ports}, indent=2) + "\n")
+    kept = {k: v for k, v in saved.items() if k not in ("stack_id", "ports")}  # what up saves beside them (serve_store)
+    layout.stack_json.write_text(json.dumps({"stack_id": config.stack_id, "ports": config.ports, **kept}, indent=2) + "\n")
     return config, notes
 
 

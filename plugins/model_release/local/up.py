@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -30,11 +31,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..errors import ModelReleaseError, ServiceUnavailable
+from ..errors import ModelReleaseError, ServiceUnavailable, UserError
 from ..flags import Parser
 from . import procs, webhook
 from .stack_folder import (
     AIRFLOW_USER, BUCKET, Layout, StackConfig, default_root, load_config, port_free, stack_env, write_env_file,
+    write_private,
 )
 from .http import AirflowApi
 from .services import CANARY_POOL, Service, airflow_ready, ensure_canary_pool, http_ready, init_airflow, services, wait_until
@@ -42,8 +44,25 @@ from .services import CANARY_POOL, Service, airflow_ready, ensure_canary_pool, h
 STOP_TIMEOUT = 30.0
 #: the local serving fleet: how many Tritons ``up`` starts beside the stack
 FLEET_SIZE = 2
-#: the store and channel the local fleet's agents follow: the project spec's (releases/iris.yaml's promote.store)
+#: the store and channel the local fleet's agents follow by default: the project spec's (releases/iris.yaml's
+#: promote.store); ``up --serve-store URI`` names another, kept in stack.json for the next start
 SERVE_STORE, SERVE_CHANNEL = f"s3://{BUCKET}/iris", "production"
+
+
+def serve_store(layout: Layout, given: str | None = None) -> str:
+    """The store the local fleet follows: ``given`` (saved for the next start), else the saved one, else :data:`SERVE_STORE`."""
+    saved = layout.read_json(layout.stack_json) or {}
+    if given is None:
+        return str(saved.get("serve_store") or SERVE_STORE)
+    from ..store.model_store import _uri_problem
+
+    problem = _uri_problem(given)
+    if problem or not given.startswith("s3://"):
+        raise UserError(f"--serve-store {given!r} is not valid: {problem or 'the local stack serves from its S3 endpoint'}; "
+                        f"give s3://{BUCKET}/PREFIX, the promote.store of the specs to serve")
+    layout.root.mkdir(parents=True, exist_ok=True)
+    layout.stack_json.write_text(json.dumps({**saved, "serve_store": given}, indent=2) + "\n")
+    return given
 
 
 class Supervisor:
@@ -104,8 +123,8 @@ class Supervisor:
 
         fleet = []
         for i in range(1, FLEET_SIZE + 1):
-            service = Service(f"triton-serve-{i}", server_argv(self.layout.root / "serving", f"serve-{i}", SERVE_STORE,
-                                                              SERVE_CHANNEL))
+            service = Service(f"triton-serve-{i}", server_argv(self.layout.root / "serving", f"serve-{i}",
+                                                              serve_store(self.layout), SERVE_CHANNEL))
             self._spawn(service)
             fleet.append(service)
         return fleet
@@ -120,8 +139,10 @@ class Supervisor:
             self._wait(service, lambda info=info: None if info.is_file() else "not ready yet", 180)
             servers.append(read_info(info))
             service.url = servers[-1].url  # known once the server picked its ports: `model-release status` asks it
-        self.say(f"serving fleet up, following channel {SERVE_CHANNEL!r} of {SERVE_STORE}: "
+        store = serve_store(self.layout)
+        self.say(f"serving fleet up, following channel {SERVE_CHANNEL!r} of {store}: "
                  + ", ".join(f"{s.name} at {s.url} (ready: {s.ready_url})" for s in servers))
+        add_serving_to_env_file(self.layout, store, [s.url for s in servers])
 
     def _spawn(self, service: Service) -> None:
         if self.stopping.is_set():
@@ -227,6 +248,14 @@ def _last_line(log: Path) -> str:
     return lines[-1].strip()[-600:] if lines else "no output"
 
 
+def add_serving_to_env_file(layout: Layout, store: str, urls: list[str]) -> None:
+    """Append the serving fleet's store and its Tritons' HTTP URLs to the env file (which stays mode 0600)."""
+    text = layout.env_file.read_text() if layout.env_file.exists() else ""
+    lines = [f"export MODEL_RELEASE_SERVE_STORE={shlex.quote(store)}",
+             f"export MODEL_RELEASE_SERVING={shlex.quote(','.join(urls))}"]
+    write_private(layout.env_file, text + "\n".join(lines) + "\n")
+
+
 def summary(layout: Layout, config: StackConfig) -> str:
     """The lines ``up`` prints once the stack is ready: the URLs, the env file, how to stop it."""
     env_file = layout.env_file
@@ -239,6 +268,8 @@ def summary(layout: Layout, config: StackConfig) -> str:
         f"  MLflow UI and tracking   {config.url('mlflow')}",
         f"  Airflow UI and REST API  {config.url('airflow')}   (user admin; the password is AIRFLOW_PASSWORD in the env file)",
         f"  S3 endpoint              {config.url('s3')}   (bucket {BUCKET})",
+        f"  serving Tritons          following channel {SERVE_CHANNEL} of {serve_store(layout)}"
+        "   (their URLs: MODEL_RELEASE_SERVING in the env file)",
         f"  use it from a shell:     source {env_file}",
         "  stop it:                 model-release down   (or Ctrl-C where `model-release up` runs)",
     ])
@@ -345,6 +376,9 @@ def up_parser() -> argparse.ArgumentParser:
     parser.add_argument("--root", type=Path, default=None, help=ROOT_HELP)
     parser.add_argument("--detach", action="store_true", help="run in the background; return once the stack is ready")
     parser.add_argument("--timeout", type=float, default=600, help="with --detach: seconds to wait for the stack (default 600)")
+    parser.add_argument("--serve-store", metavar="URI", default=None,
+                        help="the model store whose channel production the two serving Tritons follow (default: the "
+                             f"last one given, else {SERVE_STORE}); kept for the next start")
     return parser
 
 
@@ -358,6 +392,11 @@ def up_main(argv: list[str]) -> int:
     args = up_parser().parse_args(argv)
     layout = Layout(args.root or default_root())
     state = _running(layout)
+    if args.serve_store is not None and state and serve_store(layout) != args.serve_store:
+        raise UserError(f"the stack in {layout.root} is running and its serving Tritons follow {serve_store(layout)}; "
+                        f"`model-release down`, then `model-release up --serve-store {args.serve_store}`")
+    if args.serve_store is not None:
+        serve_store(layout, args.serve_store)  # saved in stack.json: the supervisor (and the next start) read it
     if state:
         config = _saved_config(layout)
         print(f"model-release up: the stack is already {'running' if state.get('ready') else 'starting'} "

@@ -39,7 +39,8 @@ from .guard import WatchPlan
 from .membership import membership
 from .rollout import RolloutOptions, desired_release, roll_out
 from .stage import recorded_spec, watch_plan
-from .status import fleet_status, status_text
+from ..waiting import wait_until
+from .status import fleet_status, serving_gap, status_text
 from .warmup import WarmupRule
 
 
@@ -151,6 +152,9 @@ def fleet_status_parser() -> argparse.ArgumentParser:
                           "plan and the channel pointer, and which servers drift.")
     _common(parser)
     flags.add(parser, "json")
+    parser.add_argument("--wait", type=float, metavar="S", default=None,
+                        help="wait up to S seconds until every agent with a heartbeat serves what the plan (or the "
+                             "pointer) names and is ready; exit 4 when they do not in time")
     return parser
 
 
@@ -163,7 +167,11 @@ def fleet_main(argv: list[str]) -> int:
     if not argv or argv[0] != "status":
         raise UserError("model-release fleet: the one subcommand is `status`; see model-release fleet status --help")
     args = fleet_status_parser().parse_args(argv[1:])
-    doc = fleet_status(_store(args.store), args.channel)
+    store = _store(args.store)
+    if args.wait is not None:
+        wait_until(lambda: serving_gap(fleet_status(store, args.channel)), timeout=args.wait, stopping=lambda: False,
+                   what=f"the serving fleet of channel {args.channel!r} in {store.uri}")
+    doc = fleet_status(store, args.channel)
     print(json.dumps(doc, indent=2) if flags.wants_json(args) else status_text(doc))
     return 0
 

@@ -57,3 +57,19 @@ def status_text(doc: dict[str, Any]) -> str:
         error = f"; last error: {one_line(str(row['error']))}" if row.get("error") else ""
         lines.append(f"  {one_line(str(row.get('server')))}: {row.get('release') or '-'}{drift}, {state}{error}")
     return "\n".join(lines)
+
+
+def serving_gap(doc: dict[str, Any]) -> str | None:
+    """Why the fleet :func:`fleet_status` describes does not yet serve what it should (None: it does).
+
+    Served means: at least one agent with a heartbeat, and every such agent ready on the release the
+    plan (or, before any roll-out, the channel pointer) names for it.
+    """
+    live = [row for row in doc.get("servers") or [] if not row.get("silent")]
+    if not doc.get("pointer"):
+        return f"channel {doc.get('channel')!r} names no release yet"
+    if not live:
+        return "no serving agent has a heartbeat in the store"
+    behind = [f"{row['server']} ({row.get('release') or 'nothing'}{', not ready' if not row.get('ready') else ''})"
+              for row in live if row.get("drift") or not row.get("ready")]
+    return f"not yet on the release: {', '.join(behind)}" if behind else None
