@@ -165,7 +165,7 @@ def test_the_readme_example_dag_releases_the_wine_spec_beside_the_clones_release
     text = example.read_text()
     assert len(text.splitlines()) <= 10
     code = text.split('"""', 2)[2].strip()  # what follows the docstring: README shows it as written
-    assert f"```python\n{code}\n```" in (HERE.parents[1] / "README.md").read_text()
+    assert f"```python\n{code}\n```" in (HERE.parents[1] / "docs" / "airflow.md").read_text()
     bag = DagBag(dag_folder=str(example))  # as the dag-processor parses a DAG file
     assert bag.import_errors == {} and list(bag.dags) == ["release_wine"]
     dag = bag.dags["release_wine"]

@@ -76,7 +76,9 @@ def commands(readme: Path, title: str = "Using it") -> list[Command]:
             continue
         if line.rstrip().endswith("\\") or terminator is not None:
             continue
-        found.append(Command("\n".join(pending), pending_line, _expectations(pending[-1])))
+        # a here-document's comment is on its first line (after <<'EOF'); any other command's on its last
+        said = pending[0] if _HEREDOC.search(pending[0]) else pending[-1]
+        found.append(Command("\n".join(pending), pending_line, _expectations(said)))
         pending = []
     if pending:
         raise ValueError(f"README line {pending_line}: the section ends inside a command: {pending[0]!r}")

@@ -1,4 +1,4 @@
-"""README's "Using it", run as written against a stack started by ``model-release up``; then a restart.
+"""docs/local-stack.md's "Using it", run as written against a stack started by ``model-release up``; then a restart.
 
 The project is copied to a temporary folder (its tracked and untracked-but-not-ignored files, with
 the two venvs linked), so the test's ``.work/stack`` never touches a developer's own stack. One bash
@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import shutil
 import signal
 import subprocess
@@ -39,26 +38,13 @@ from model_release.local.moto_process import _MOTO_SECRET
 
 from ..not_about_latency import LOAD
 from .browser import Chromium, ensure_chromium
-from .readme import Command, commands, script
+from .readme import commands
+from .session import copy_project, read_env_file, run_session, tree, user_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(2400)]
 
 PROJECT = Path(__file__).resolve().parents[2]
 SHOTS = PROJECT / ".work" / "screenshots"
-
-
-def _copy_project(dest: Path) -> set[str]:
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=PROJECT,
-                           capture_output=True, check=True).stdout.decode().split("\0")
-    for name in filter(None, files):
-        src = PROJECT / name
-        if src.is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / name)
-    for venv in (".venv", ".venv-triton"):
-        (dest / venv).symlink_to(PROJECT / venv)
-    _not_about_latency(dest / "releases" / "wine.yaml")
-    return _tree(dest)
 
 
 def _not_about_latency(spec: Path) -> None:
@@ -73,46 +59,6 @@ def _not_about_latency(spec: Path) -> None:
     doc = yaml.safe_load(spec.read_text())
     doc["canary"]["load"] = {**doc["canary"]["load"], **LOAD}
     spec.write_text(yaml.safe_dump(doc, sort_keys=False))
-
-
-def _tree(root: Path) -> set[str]:
-    return {str(p.relative_to(root)) for p in root.rglob("*")
-            if not {".work", "__pycache__", ".venv", ".venv-triton"} & set(p.relative_to(root).parts)}
-
-
-def _user_env(home: Path) -> dict[str, str]:
-    """A new user's shell: none of the stack's variables, the venv not on PATH; the stack lives in the copy."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "AIRFLOW", "MODEL_RELEASE_", "AWS_"))}
-    venv_bin = str(PROJECT / ".venv" / "bin")
-    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p and p != venv_bin)
-    env["MODEL_RELEASE_HOME"] = str(home)  # the copy is the project: its .work/stack, dags/ and releases/
-    env.pop("PYTEST_CURRENT_TEST", None)
-    return env
-
-
-def _read_env_file(path: Path) -> dict[str, str]:
-    out = subprocess.run(["bash", "-c", f"source {shlex.quote(str(path))} && env -0"], capture_output=True, check=True)
-    return dict(line.split("=", 1) for line in out.stdout.decode().split("\0") if "=" in line)
-
-
-def _run_session(home: Path, cmds: list[Command], out: Path, env: dict[str, str]) -> list[dict]:
-    out.mkdir()
-    proc = subprocess.run(["bash", "-c", script(cmds, out)], cwd=home, env=env, capture_output=True, text=True, timeout=2100)
-    results = []
-    for i, cmd in enumerate(cmds):
-        if not (out / f"{i}.rc").exists():
-            break
-        start, end = map(float, (out / f"{i}.time").read_text().split())
-        results.append({"cmd": cmd, "rc": int((out / f"{i}.rc").read_text()), "out": (out / f"{i}.out").read_text(),
-                        "seconds": end - start})
-    for r in results:
-        print(f"[readme] {r['seconds']:6.1f} s  rc {r['rc']}  line {r['cmd'].line}: {r['cmd'].first_line[:90]}")
-    last = results[-1] if results else None
-    assert last is not None and len(results) == len(cmds) and last["rc"] == 0, (
-        f"README line {last['cmd'].line if last else '?'} failed (exit {last['rc'] if last else proc.returncode}): "
-        f"{last['cmd'].text if last else ''}\n--- its output ---\n{last['out'][-4000:] if last else proc.stderr[-4000:]}"
-    )
-    return results
 
 
 def _by_start(results: list[dict], prefix: str) -> dict:
@@ -169,16 +115,17 @@ def test_readme_using_it_runs_as_written_and_the_stack_survives_a_restart(tmp_pa
     ensure_chromium()  # before the stack starts: installing it takes about a minute
     home = tmp_path / "model-release"
     home.mkdir()
-    before = _copy_project(home)
-    env = _user_env(home)
+    before = copy_project(home)
+    _not_about_latency(home / "releases" / "wine.yaml")
+    env = user_env(home)
     root = home / ".work" / "stack"
-    cmds = commands(home / "README.md")
+    cmds = commands(home / "docs" / "local-stack.md")
     try:
         started = time.monotonic()
-        results = _run_session(home, cmds, tmp_path / "session", env)
+        results = run_session(home, cmds, tmp_path / "session", env, doc="docs/local-stack.md")
         session_s = time.monotonic() - started
         _check_outputs(results)
-        stack = _read_env_file(root / "env")
+        stack = read_env_file(root / "env")
         _assert_no_process(_stack_id(root), [stack["MLFLOW_TRACKING_URI"], stack["AIRFLOW_URL"], stack["AWS_ENDPOINT_URL"]])
 
         secrets = {"the Airflow password": json.loads((root / "airflow" / "passwords.json").read_text())["admin"],
@@ -201,7 +148,7 @@ def test_readme_using_it_runs_as_written_and_the_stack_survives_a_restart(tmp_pa
         try:
             printed = _wait_for_up(fg, log)
             warm_s = time.monotonic() - t0
-            stack = _read_env_file(root / "env")
+            stack = read_env_file(root / "env")
             assert printed == {"mlflow": stack["MLFLOW_TRACKING_URI"], "airflow": stack["AIRFLOW_URL"],
                                "s3": stack["AWS_ENDPOINT_URL"]}, printed
             t1 = time.monotonic()
@@ -226,7 +173,7 @@ def test_readme_using_it_runs_as_written_and_the_stack_survives_a_restart(tmp_pa
     print(f"[readme] {time.monotonic() - t4:6.1f} s  the last `model-release down` (nothing left to stop)")
     assert down.returncode == 0, down.stdout + down.stderr
     assert procs.marked(_stack_id(root)) == []
-    stray = _tree(home) - before
+    stray = tree(home) - before
     assert stray == set(), f"the session wrote files outside .work/: {sorted(stray)}"
 
 

@@ -26,7 +26,7 @@ from model_release.local.stack_folder import Layout, load_config, stack_env, wri
 from .readme import commands, script
 
 PROJECT = Path(__file__).resolve().parents[2]
-README = PROJECT / "README.md"
+README = PROJECT / "docs" / "local-stack.md"  # its "Using it" session, run by test_readme_session.py
 
 
 def _cli(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -383,6 +383,25 @@ def test_readme_using_it_is_a_runnable_session() -> None:
     assert any("register_wine.py" in t for t in texts) and any("/dagRuns" in t for t in texts)
     assert any(t.startswith("model-release release ") for t in texts)
     assert sum(bool(c.expect) for c in cmds) >= len(cmds) - 3, "say what a command prints, in backticks"
+
+
+def test_getting_started_is_a_runnable_session_that_ends_in_a_served_answer() -> None:
+    cmds = commands(PROJECT / "docs" / "getting-started.md", "The session")
+    texts = [c.text for c in cmds]
+    assert texts[0].startswith(".venv/bin/model-release up --detach") and texts[-1].startswith("model-release down")
+    for cmd in cmds:
+        words = cmd.first_line.split()
+        if words[0].endswith("model-release"):
+            assert words[1] in COMMANDS, cmd.first_line
+    assert any("tritonclient" in t for t in texts) and any(t.startswith("curl ") for t in texts)
+    assert sum(bool(c.expect) for c in cmds) >= len(cmds) - 4, "say what a command prints, in backticks"
+
+
+def test_a_heredocs_comment_is_on_its_first_line(tmp_path: Path) -> None:
+    doc = tmp_path / "doc.md"
+    doc.write_text("## Using it\n```bash\npython - <<'EOF'  # prints `hi there`\nprint('hi there')\nEOF\n```\n")
+    (cmd,) = commands(doc)
+    assert cmd.expect == ["hi there"] and cmd.text.endswith("EOF")
 
 
 def test_readme_parser_joins_continuations_and_heredocs_and_refuses_a_torn_block(tmp_path: Path) -> None:
