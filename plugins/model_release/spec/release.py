@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from .. import names
 from ..errors import SpecError
@@ -22,18 +22,26 @@ from .strict import _Strict
 class ReleaseSpec(_Strict):
     """A validated release spec. Build with :func:`load_spec` or :func:`parse_spec`."""
 
-    name: str
-    model: ModelRef
-    #: when the spec's scheduled DAG (``model_release__<name>``) looks for a new candidate: a cron
-    #: expression, an Airflow preset or a duration; None: that DAG runs only when triggered
-    schedule: str | None = None
-    golden: GoldenSpec = GoldenSpec()
-    export: ExportSpec = ExportSpec()
-    tensorrt: TensorRTSpec = TensorRTSpec()
-    repository: RepositorySpec = RepositorySpec()
-    canary: CanarySpec = CanarySpec()
-    promote: PromoteSpec = PromoteSpec()
-    serve: ServeSpec = ServeSpec()
+    name: str = Field(description="The release pipeline's name: the served entry model's name in Triton, the release "
+                                  "ids' prefix and the scheduled DAG's suffix (model_release__<name>).")
+    model: ModelRef = Field(description="The registered MLflow model to release, by alias or version.")
+    schedule: str | None = Field(None, description="When the spec's scheduled DAG looks for a new candidate: a cron "
+                                                   "expression, an Airflow preset or a duration (30m); null: only on "
+                                                   "the registry's alias events and by hand.")
+    golden: GoldenSpec = Field(GoldenSpec(), description="The golden set every gate replays: its source, size and "
+                                                         "ground truth.")
+    export: ExportSpec = Field(ExportSpec(), description="The conversion to ONNX and its parity gate against the native "
+                                                         "model.")
+    tensorrt: TensorRTSpec = Field(TensorRTSpec(), description="The TensorRT plan built on a GPU worker, and its parity "
+                                                               "gate against the ONNX model.")
+    repository: RepositorySpec = Field(RepositorySpec(), description="The Triton repository the release becomes: its "
+                                                                     "shape, batching and instances.")
+    canary: CanarySpec = Field(CanarySpec(), description="How the candidate is served beside the champion and judged: "
+                                                         "parity, quality, the champion gates, latency under load.")
+    promote: PromoteSpec = Field(PromoteSpec(), description="Where a release that passed goes: the store, the channel, "
+                                                            "the MLflow alias.")
+    serve: ServeSpec = Field(ServeSpec(), description="How a promoted release reaches the serving fleet: the roll-out, "
+                                                      "its warm-up and the watch.")
     #: where the spec was read from (for resolving relative paths and naming it in messages);
     #: set by load_spec, not part of the YAML
     base_dir: str | None = None

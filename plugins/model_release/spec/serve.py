@@ -197,8 +197,12 @@ class WarmupSpec(_Strict):
     up, Triton server#3473, not noise).
     """
 
-    requests: int = Field(3, ge=0, le=1000)
-    factor: float = Field(20.0, gt=1.0, le=10_000.0)
+    requests: int = Field(3, ge=0, le=1000, description="Requests each new leaf version gets straight from its agent "
+                                                       "before the entry model switches (the first pays the lazy "
+                                                       "initialisation); 0: none.")
+    factor: float = Field(20.0, gt=1.0, le=10_000.0, description="A first request slower than the canary's p99 times "
+                                                                 "this refuses the switch: a model that was not warmed "
+                                                                 "up, not noise.")
 
 
 class StepSpec(_Strict):
@@ -267,5 +271,8 @@ class ServeSpec(_Strict):
     """``serve``: the serving fleet's side of a release: the roll-out, its warm-up rule, and the watch."""
 
     rollout: RolloutSpec = Field(default_factory=RolloutSpec, description="how the release reaches the serving fleet: steps, swap, deadlines; `false` turns the roll-out off")
-    warmup: WarmupSpec = Field(default_factory=WarmupSpec)
-    watch: WatchSpec = Field(default_factory=WatchSpec)
+    warmup: WarmupSpec = Field(default_factory=WarmupSpec, description="Requests sent to each new version before "
+                                                                       "the switch, and the first request's limit.")
+    watch: WatchSpec = Field(default_factory=WatchSpec, description="The rules after each roll-out step: the servers' "
+                                                                    "own metrics, new release against old, rollback on "
+                                                                    "a failure.")
