@@ -4,7 +4,10 @@ Shapes (``repository.shape`` in the spec) and the models each writes, ``N`` bein
 
 - ``single``: ``N``, the ONNX model (or TensorRT plan) itself, outputs unchanged;
 - ``classifier``: the ensemble ``N`` = [``N_preprocess`` (python, optional)] -> ``N_model`` ->
-  ``N_postprocess`` (python: top-k label names); outputs ``probabilities`` and ``label``;
+  ``N_postprocess`` (python: top-k label names, and the softmax of a model that answers raw scores,
+  :mod:`model_release.export.heads`); outputs ``probabilities`` and ``label``;
+- ``embedding``: ``N``, the ONNX model (or TensorRT plan) itself; its vector output plays the
+  ``embedding`` role (judged as vectors against the champion);
 - ``cascade``: the BLS router ``N`` over ``N_small`` and ``N_large`` (see ``CascadeSpec`` in :mod:`..spec`);
   outputs the cascade output and ``answered_by``;
 - ``fanout``: the BLS stage ``N`` over ``N_<member>`` for every member; outputs the combined output.
@@ -26,7 +29,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from ..model.dtypes import numpy_from_triton
 from ..errors import AssembleError, LintError
-from ..model.roles import ANSWERED_BY, LABEL, PROBABILITIES, VARIABLE
+from ..model.roles import ANSWERED_BY, EMBEDDING, LABEL, LOGITS, PROBABILITIES, VARIABLE
 from ..spec import RELEASE, CascadeSpec, FanoutSpec, ReleaseSpec
 from ..stages import REPOSITORY
 from ..types import AssembleResult, ExportResult, IntakeResult, TensorRTResult, TensorSpec
@@ -142,8 +145,12 @@ def _models_of_shape(
     if shape == "single":
         return [_leaf_model(spec.name, release_leaf, spec)], _single_roles(release_leaf.outputs), None
     if shape == "classifier":
-        models, labels = _classifier(spec, intake, release_leaf)
+        models, labels = _classifier(spec, intake, release_leaf, _head(export))
         return models, {PROBABILITIES: PROBABILITIES, LABEL: LABEL}, labels
+    if shape == "embedding":
+        vector = _head(export).get("output") or EMBEDDING
+        _probabilities(release_leaf, f"model {intake.model_name!r}", shape, vector)  # one floating vector per row
+        return [_leaf_model(spec.name, release_leaf, spec)], {EMBEDDING: vector}, None
     if shape == "cascade":
         block = _block(spec.repository.cascade, shape)
         return _cascade(spec, release_leaf, block, export), {PROBABILITIES: block.output, ANSWERED_BY: ANSWERED_BY}, None
@@ -151,7 +158,7 @@ def _models_of_shape(
         block = _block(spec.repository.fanout, shape)
         return _fanout(spec, release_leaf, block, export), {PROBABILITIES: block.output}, None
     raise AssembleError(  # pragma: no cover - the spec's Literal refuses it first
-        f"repository.shape {shape!r} is unknown; valid: classifier, cascade, fanout, single")
+        f"repository.shape {shape!r} is unknown; valid: classifier, embedding, cascade, fanout, single")
 
 
 def _lint_written(models_dir: Path) -> LintReport:
@@ -164,6 +171,11 @@ def _lint_written(models_dir: Path) -> LintReport:
             "spec as each finding says, then assemble again:\n" + "\n".join(f"  {finding}" for finding in report.errors),
         )
     return report
+
+
+def _head(export: ExportResult | None) -> dict[str, str]:
+    """What the export decided the shape serves (:mod:`model_release.export.heads`): the output and its role."""
+    return dict(export.head) if export is not None and export.head else {}
 
 
 def _single_roles(outputs: list[TensorSpec]) -> dict[str, str]:
@@ -285,14 +297,16 @@ def _probabilities(leaf: _Leaf, what: str, shape: str, output: str = PROBABILITI
     )
 
 
-def _classifier(spec: ReleaseSpec, intake: IntakeResult, leaf: _Leaf) -> tuple[list[ModelDir], list[str]]:
+def _classifier(spec: ReleaseSpec, intake: IntakeResult, leaf: _Leaf, head: dict[str, str]) -> tuple[list[ModelDir], list[str]]:
     repo, name = spec.repository, spec.name
-    probs = _probabilities(leaf, f"model {intake.model_name!r}", "classifier")
+    probs = _probabilities(leaf, f"model {intake.model_name!r}", "classifier", head.get("output", PROBABILITIES))
     labels = _labels(spec, intake, probs)
     classes = len(labels)
     if repo.top_k > classes:
         raise AssembleError(f"repository.top_k {repo.top_k} exceeds the {classes} classes; use 1..{classes}")
-    clash = {t.name for t in leaf.inputs} & {PROBABILITIES, LABEL}
+    logits = head.get("role") == LOGITS
+    scores = LOGITS if logits else PROBABILITIES  # the tensor from the model to the postprocess
+    clash = {t.name for t in leaf.inputs} & {PROBABILITIES, LABEL, scores}
     if clash:
         raise AssembleError(f"model inputs {sorted(clash)} clash with the classifier's output names; rename them in the model")
     model, post, pre = f"{name}_model", f"{name}_postprocess", f"{name}_preprocess"
@@ -309,11 +323,13 @@ def _classifier(spec: ReleaseSpec, intake: IntakeResult, leaf: _Leaf) -> tuple[l
         models.append(_python_model(pre, spec, leaf.inputs, leaf.inputs, source))
         feed = {t.name: f"preprocessed_{t.name}" for t in leaf.inputs}
         steps.append((pre, {t.name: t.name for t in leaf.inputs}, feed))
-    steps.append((model, feed, {PROBABILITIES: PROBABILITIES}))
-    steps.append((post, {PROBABILITIES: PROBABILITIES}, {LABEL: LABEL}))
-    source = render("classifier/postprocess.py.j2", ensemble=name, probabilities=PROBABILITIES, label=LABEL, top_k=repo.top_k)
+    steps.append((model, feed, {probs.name: scores}))
+    steps.append((post, {scores: scores}, {LABEL: LABEL, **({PROBABILITIES: PROBABILITIES} if logits else {})}))
+    source = render("classifier/postprocess.py.j2", ensemble=name, scores=scores, probabilities=PROBABILITIES, label=LABEL,
+                    top_k=repo.top_k, logits=logits)
     data = {"labels.json": (json.dumps({"labels": labels}, indent=2, ensure_ascii=False) + "\n").encode("utf-8")}
-    models.append(_python_model(post, spec, [probs_c], [label], source, data=data))
+    post_inputs = [TensorSpec(scores, probs.datatype, (classes,))]
+    models.append(_python_model(post, spec, post_inputs, [probs_c, label] if logits else [label], source, data=data))
     models.append(_ensemble(name, spec, list(leaf.inputs), [probs_c, label], steps))
     return models, labels
 

@@ -1,4 +1,4 @@
-"""``repository``: the shape of the Triton repository a release becomes (classifier, cascade, fanout, single)."""
+"""``repository``: the shape of the Triton repository a release becomes (classifier, embedding, cascade, fanout, single)."""
 
 from __future__ import annotations
 
@@ -130,7 +130,17 @@ _SHAPE_EXAMPLES = {
 
 
 class RepositorySpec(_Strict):
-    shape: Literal["classifier", "cascade", "fanout", "single"] = "classifier"
+    shape: Literal["classifier", "cascade", "fanout", "single", "embedding"] = Field("classifier", description=(
+        "The Triton repository the release becomes: classifier (ensemble: model, postprocess answering label names), "
+        "embedding (the model's vectors, judged as vectors against the champion), single (the model as is), cascade, fanout."))
+    output: str | None = Field(None, description=(
+        "The model output the shape serves: a classifier's class scores (default the output named probabilities), an "
+        "embedding model's vectors (default embedding); unnamed and absent, the model's only floating output with one "
+        "axis after the batch. Checked at export before anything is converted."))
+    scores: Literal["auto", "probabilities", "logits"] = Field("auto", description=(
+        "What a classifier's class scores are: logits (raw scores) are served through a softmax in the postprocess and "
+        "judged as probabilities; auto decides at export from the native answers (rows in [0, 1] summing to 1 are "
+        "probabilities, anything else raw scores)."))
     max_batch_size: int = Field(64, ge=0, le=1 << 20)
     instances: int = Field(1, ge=1, le=64)
     dynamic_batching: DynamicBatching | None = DynamicBatching()
