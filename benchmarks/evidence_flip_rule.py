@@ -16,6 +16,10 @@ relative negative flip rate of Yan et al. (negative flips over what independent 
 ``acc_old * err_new``), and the outcome of the flip gate under the old rule (5% of rows) and the new
 (the larger of 5% and ``per_error`` x the champion's error rate), beside the accuracy and per-class
 gates. Run: ``.venv/bin/python benchmarks/evidence_flip_rule.py`` (about a minute on 2 idle cores).
+
+With ``--embedding``: the embedding gates' evidence instead (``canary.embedding``): a 128-dimensional
+digits embedder against fine-tunes of itself, retrains from new seeds and a rotation of its space,
+each row's cosine, recall at 10 of the old index, neighbour agreement and norm change.
 """
 
 from __future__ import annotations
@@ -119,7 +123,30 @@ def sklearn_cases() -> list[dict]:
     return rows
 
 
+def embedding_cases() -> None:
+    import torch
+
+    from model_release.canary.judge.embedding import vector_figures
+
+    torch.set_num_threads(1)
+    split = dm.digits_pixels()
+    champion = dm.train_embedder(split, seed=0)
+    cases = {f"fine-tune, {epochs} epochs at lr {lr:g}": dm.train_embedder(split, seed=3, epochs=epochs, start=champion, lr=lr)
+             for epochs, lr in ((1, 1e-3), (2, 1e-3), (4, 1e-3), (2, 3e-3))}
+    cases.update({f"new seed {seed}": dm.train_embedder(split, seed=seed) for seed in (1, 2)})
+    cases["rotation of the champion's space"] = dm.rotated(champion)
+    old = dm.predict(champion, split.golden)
+    print(f"{'case':36} {'cosine':>7} {'p05':>7} {'recall@10':>9} {'neighbours':>10} {'norm change':>11}")
+    for name, model in cases.items():
+        f = vector_figures(dm.predict(model, split.golden), old)
+        print(f"{name:36} {f['cosine_mean']:7.3f} {f['cosine_p05']:7.3f} {f['retrieval']:9.3f} {f['neighbours']:10.3f} "
+              f"{f['norm_change']:11.3f}")
+
+
 def main() -> None:
+    if "--embedding" in sys.argv:
+        embedding_cases()
+        return
     started = time.perf_counter()
     rows = torch_cases() + sklearn_cases()
     header = (f"{'kind':8} {'case':62} {'rows':>5} {'acc old':>7} {'acc new':>7} {'neg':>6} {'pos':>6} {'neg/err':>7} "

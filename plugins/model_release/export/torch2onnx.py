@@ -8,8 +8,9 @@ of tracing it fixed, and the refusal names the axis.
 
 The opset: torch.onnx's torch.export ("dynamo") exporter implements opset 18 and above. At 18 or
 above it exports at the asked opset directly. Below 18 it exports at 18 and converts down with
-``onnx.version_converter`` here (quietly: torch's own conversion logs a traceback when it fails);
-where that conversion fails (``ReduceMean`` and other ops whose axes became inputs in 18), the
+``onnx.version_converter`` here (quietly: torch's own conversion logs a traceback when it fails),
+checking the result with ``onnx.checker`` (the converter can leave an attribute the lower opset
+lacks); where that fails (``ReduceMean`` and other ops whose axes became inputs in 18), the
 TorchScript exporter, which implements the lower opsets, exports at the asked opset directly; its
 file is checked at other lengths like any other (it traces shapes, and a traced length that became
 a constant is refused there). Where both fail, the opset-18 file is returned with the reason, and
@@ -22,6 +23,7 @@ import contextlib
 import inspect
 import io
 import logging
+import os
 import re
 import warnings
 from collections.abc import Mapping
@@ -131,6 +133,7 @@ def _convert_version(model: Any, opset: int) -> tuple[Any | None, str]:
 
     try:
         lowered = onnx.version_converter.convert_version(model, opset)
+        onnx.checker.check_model(lowered, full_check=True)  # it can leave an attribute the lower opset lacks
     except Exception as exc:  # noqa: BLE001 - the converter raises RuntimeError with a C++ assertion
         return None, first_line(exc)
     if opset_of(lowered) != opset:
@@ -159,18 +162,40 @@ def _torchscript(model: Any, intake: IntakeResult, tensors: list[Any], names: li
 
 @contextlib.contextmanager
 def quiet() -> Any:
-    """torch.onnx prints progress, warnings and (for a failed conversion) tracebacks; keep them out of the pipeline's output."""
+    """torch.onnx prints progress, warnings and (for a failed conversion) tracebacks; keep them out of the pipeline's output.
+
+    The TorchScript exporter prints its graph from C++ to file descriptor 1 when it fails, which would
+    land in the JSON a piped release writes to stdout: descriptor 1 goes to /dev/null meanwhile too.
+    """
     loggers = [logging.getLogger(n) for n in _LOGGERS]
     levels = [lg.level for lg in loggers]
     try:
         for lg in loggers:
             lg.setLevel(logging.CRITICAL)
-        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
+                _stdout_descriptor_closed():
             warnings.simplefilter("ignore")
             yield
     finally:
         for lg, level in zip(loggers, levels):
             lg.setLevel(level)
+
+
+@contextlib.contextmanager
+def _stdout_descriptor_closed() -> Any:
+    """File descriptor 1 points at /dev/null inside (what C++ code prints there is dropped), and back after."""
+    try:
+        saved = os.dup(1)
+    except OSError:  # no descriptor 1 (a daemon): nothing to guard
+        yield
+        return
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 CONVERTER = TorchConverter()

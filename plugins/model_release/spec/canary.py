@@ -91,7 +91,7 @@ class EmbeddingGates(_Strict):
     The index a team built from the champion's vectors keeps answering only if the candidate's
     vectors live in the same space: ``min_cosine`` (the mean cosine of each row's two vectors),
     ``min_retrieval`` (the share of rows whose candidate vector finds its own row's champion vector
-    nearest among all the champion's) and ``max_norm_change`` gate that. ``reindex: true`` says the
+    among the 10 nearest of all the champion's) and ``max_norm_change`` gate that. ``reindex: true`` says the
     index will be rebuilt from the candidate: those three are then reported, not gated, and only the
     shape of the space is (``min_neighbour_agreement``: the rows whose nearest golden neighbour is
     the same row under both models, which a rotation keeps and a collapse loses).
@@ -104,8 +104,8 @@ class EmbeddingGates(_Strict):
         "The lowest mean cosine similarity between each golden row's candidate and champion vectors (null: off); "
         "below it the champion's index no longer matches the candidate's queries."))
     min_retrieval: float | None = Field(DEFAULT_MIN_RETRIEVAL, ge=0, le=1, description=(
-        "The lowest share of golden rows whose candidate vector's nearest champion vector is its own row's (null: off): "
-        "a query against the old index finds what it found before."))
+        "The lowest share of golden rows whose own champion vector is among the 10 nearest champion vectors to their "
+        "candidate vector (null: off): a query against the old index still finds its row."))
     max_norm_change: float | None = Field(DEFAULT_MAX_NORM_CHANGE, ge=0, description=(
         "The largest relative change of the median vector norm against the champion's (null: off): dot-product "
         "scores and thresholds tuned on the champion shift with it."))
