@@ -183,7 +183,7 @@ def run_export(spec: ReleaseSpec, ws: Workspace, intake: IntakeResult) -> Export
         result.members = export_members(spec, ws, intake)
         return result
 
-    log.info("export: %s version %s to ONNX (opset %s)", intake.model_name, intake.version, spec.export.opset)
+    log.info("export: %s version %s to ONNX (export.opset %s)", intake.model_name, intake.version, spec.export.opset)
     return run_stage(ws, EXPORT, stage)
 
 

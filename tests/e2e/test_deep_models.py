@@ -148,6 +148,11 @@ def test_a_cnn_released_piped_at_opset_17_then_retrained_and_then_collapsed(stac
     gates = _gates(ws)
     assert gates["quality.accuracy"]["passed"] and gates["classes"]["passed"] and gates["flips.negative"]["passed"]
     assert gates["parity.probabilities"]["passed"]  # the served softmax against the native model's
+    # each large file once: the ONNX file the export wrote is the file the repository, the canary and the promotion hold
+    exported = ws.path / "export" / "model.onnx"
+    held = [ws.path / folder / "dl_cnn_model" / "1" / "model.onnx" for folder in ("repository/models", "canary/repository",
+                                                                               "promote/release/models")]
+    assert {p.stat().st_ino for p in held} == {exported.stat().st_ino}
 
     # a head that never answers class 3: the per-class gate names the class, both figures and the limit
     _log(stack, CNN, dm.collapsed(dm.train_cnn(images, seed=1, epochs=3), 3), *CNN_IO)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,7 @@ from ..model.roles import ANSWERED_BY, EMBEDDING, LABEL, LOGITS, PROBABILITIES, 
 from ..spec import RELEASE, CascadeSpec, FanoutSpec, ReleaseSpec
 from ..stages import REPOSITORY
 from ..types import AssembleResult, ExportResult, IntakeResult, TensorRTResult, TensorSpec
-from ..workspace import Workspace
+from ..workspace import Workspace, link_or_copy
 from . import config as cfg
 from .lint import LintReport, lint_repository
 from .lint.callgraph import call_depths
@@ -463,7 +462,7 @@ def _write_model(models_dir: Path, model: ModelDir, version: int) -> None:
         target = _inside(version_dir, filename)
         if target.parent != version_dir:
             raise AssembleError(f"refusing to write {filename!r}: files go directly into {version_dir}")
-        if isinstance(content, Path):
-            shutil.copyfile(content, target)
+        if isinstance(content, Path):  # a model file: linked, not copied (it is never written in place)
+            link_or_copy(content, target)
         else:
             target.write_bytes(content)
