@@ -148,3 +148,14 @@ def test_a_raw_score_classifier_and_an_embedding_model_assemble_lint_clean(tmp_p
     assert result.roles == {"embedding": "embedding"} and result.models == {"t": 1} and result.labels is None
     # the model file is the exported one, linked: one file on disk
     assert (Path(result.repository_dir) / "t" / "1" / "model.onnx").stat().st_ino == Path(export.onnx_path).stat().st_ino
+
+
+@pytest.mark.parametrize(("repository", "fragment"), [
+    ({"shape": "single", "scores": "logits"}, "repository.scores is 'logits' but repository.shape is 'single'"),
+    ({"shape": "fanout", "output": "x", "fanout": {"members": {"a": "release", "b": "b.onnx"}}},
+     "repository.output names 'x' but repository.shape 'fanout' serves every output"),
+])
+def test_a_head_setting_for_a_shape_that_serves_every_output_is_refused(repository, fragment):
+    with pytest.raises(SpecError) as caught:
+        _spec(**repository)
+    assert fragment in str(caught.value)

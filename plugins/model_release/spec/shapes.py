@@ -152,6 +152,16 @@ class RepositorySpec(_Strict):
     fanout: FanoutSpec | None = None
 
     @model_validator(mode="after")
+    def _head_for_shape(self) -> "RepositorySpec":
+        if self.scores != "auto" and self.shape != "classifier":
+            raise ValueError(f"repository.scores is {self.scores!r} but repository.shape is {self.shape!r}; class scores are "
+                             "served by the classifier shape: set shape: classifier or remove repository.scores")
+        if self.output is not None and self.shape not in ("classifier", "embedding"):
+            raise ValueError(f"repository.output names {echo(self.output)} but repository.shape {self.shape!r} serves every "
+                             "output; it picks the output of the classifier and embedding shapes")
+        return self
+
+    @model_validator(mode="after")
     def _block_for_shape(self) -> "RepositorySpec":
         for block in ("cascade", "fanout"):
             given = getattr(self, block) is not None
