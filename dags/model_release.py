@@ -1,8 +1,8 @@
 """The manual release DAG: MLflow candidate -> ONNX -> (TensorRT) -> Triton repository -> canary -> S3 store.
 
-Wiring only: the tasks are built by ``model_release.airflow.dags`` and every task body is a line
-into ``model_release.airflow.tasks``. Trigger it by hand with a spec and, optionally, a version or
-alias::
+Wiring only: the tasks are the public task group ``model_release.airflow.release_task_group`` (the
+one a DAG file of your own uses), its spec the ``spec`` param. Trigger it by hand with a spec and,
+optionally, a version or alias::
 
     airflow dags trigger model_release -c '{"spec": "releases/iris.yaml", "version": 3}'
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from airflow.sdk import DAG, Param
 
+from model_release.airflow import channel_asset, release_task_group
 from model_release.airflow.dagfiles import ALIAS_PATTERN, RELEASE_ID_PATTERN
-from model_release.airflow.dags import build_release_dag, channel_asset
 
 #: the production channel's Asset (a promotion emits an event on it; see dags/model_release_downstream.py)
 PRODUCTION = channel_asset("production")
@@ -54,4 +54,5 @@ with DAG(
                            description="s3://BUCKET/PREFIX (workers share no disk) or a folder every worker mounts"),
     },
 ) as dag:
-    build_release_dag(dag, channel="production", scheduled=False)
+    # the run's params (version, alias, release_id, promote, workspace) override the group's arguments
+    release_task_group("{{ params.spec }}", channel="production", prefix_group_id=False)

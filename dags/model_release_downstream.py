@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from airflow.sdk import DAG, get_current_context, task
 
-from model_release.airflow.dags import channel_asset
+from model_release.airflow import channel_asset
 
 PRODUCTION = channel_asset("production")
 

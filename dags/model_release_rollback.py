@@ -1,11 +1,15 @@
-"""Roll a channel back: the pointer and the MLflow alias return to an earlier verified release."""
+"""Roll a channel back: the pointer and the MLflow alias return to an earlier verified release.
+
+Wiring only: one ``model_release.airflow.RollbackOperator``; the run's ``channel`` and ``to_release``
+params override its arguments, and its outlet, the production channel's Asset, gets the event.
+"""
 
 from __future__ import annotations
 
-from airflow.sdk import DAG, Param, get_current_context, task
+from airflow.sdk import DAG, Param
 
+from model_release.airflow import RollbackOperator, channel_asset
 from model_release.airflow.dagfiles import CHANNEL_PATTERN, RELEASE_ID_PATTERN
-from model_release.airflow.dags import channel_asset
 
 PRODUCTION = channel_asset("production")
 
@@ -35,18 +39,4 @@ with DAG(
                             description="the release to return to (default: the previous one)"),
     },
 ) as dag:
-
-    @task(outlets=[PRODUCTION], retries=1)
-    def rollback() -> dict:
-        from model_release.airflow import tasks
-
-        ctx = get_current_context()
-        result = tasks.rollback(dict(ctx["params"]))
-        if result["channel"] == "production":
-            ctx["outlet_events"][PRODUCTION].extra = {
-                "action": "rollback", "release_id": result["to_release"], "previous_release": result["from_release"],
-                "store": result["store"], "channel": result["channel"],
-            }
-        return result
-
-    rollback()
+    RollbackOperator(task_id="rollback", spec="{{ params.spec }}", outlets=[PRODUCTION], retries=1)

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from airflow.sdk import DAG, Param
 
+from model_release.airflow import release_task_group
 from model_release.airflow.dagfiles import airflow_schedule, registry_asset_uri, scheduled_specs
-from model_release.airflow.dags import build_release_dag
 
 HOME = Path(os.environ.get("MODEL_RELEASE_HOME", Path(__file__).resolve().parents[1]))
 RELEASES = Path(os.environ.get("MODEL_RELEASE_SPECS", HOME / "releases"))
@@ -39,6 +39,7 @@ by another run, the run ends with every task **skipped**, and nothing else is to
 
 
 def _dag_for(path: Path, spec) -> DAG:  # noqa: ANN001 - a model_release.spec.ReleaseSpec
+    shown = str(path.relative_to(HOME)) if path.is_relative_to(HOME) else str(path)
     with DAG(
         dag_id=f"model_release__{spec.name}",
         description=f"Scheduled release of {spec.model.uri} to channel {spec.promote.channel}",
@@ -51,16 +52,14 @@ def _dag_for(path: Path, spec) -> DAG:  # noqa: ANN001 - a model_release.spec.Re
         max_active_runs=1,
         tags=["model-release", "scheduled", spec.name],
         params={
-            "spec": Param(str(path.relative_to(HOME)) if path.is_relative_to(HOME) else str(path), type="string",
-                          const=str(path.relative_to(HOME)) if path.is_relative_to(HOME) else str(path),
-                          description="this DAG's spec (fixed)"),
+            "spec": Param(shown, type="string", const=shown, description="this DAG's spec (fixed)"),
             "force_retry": Param(False, type="boolean",
                                  description="try again a version this channel rejected before"),
             "workspace": Param(None, type=["null", "string"], minLength=1,
                                description="s3://BUCKET/PREFIX (workers share no disk) or a folder every worker mounts"),
         },
     ) as dag:
-        build_release_dag(dag, channel=spec.promote.channel, scheduled=True)
+        release_task_group(str(path.resolve()), channel=spec.promote.channel, scheduled=True, prefix_group_id=False)
     return dag
 
 

@@ -205,12 +205,12 @@ CASES: list[Case] = [
     cli_case("cli-alias-empty", ["--alias", ""], "model.alias: '' is not a valid MLflow alias"),
     cli_case("cli-alias-invalid", ["--alias", "bad alias!"], "'bad alias!' is not a valid MLflow alias"),
     cli_case("cli-alias-and-version", ["--alias", "a", "--version", "1"], "not allowed with argument"),
-    cli_case("cli-release-id-traversal", ["--release-id", "../x"], "release id '../x' is not valid"),
-    cli_case("cli-release-id-empty", ["--release-id", ""], "release id '' is not valid"),
-    cli_case("cli-release-id-slash", ["--release-id", "a/b"], "release id 'a/b' is not valid"),
-    cli_case("cli-release-id-reused", ["--release-id", "iris-old"], "release id 'iris-old' is taken: its workspace",
+    cli_case("cli-release-id-traversal", ["--release", "../x"], "release id '../x' is not valid"),
+    cli_case("cli-release-id-empty", ["--release", ""], "release id '' is not valid"),
+    cli_case("cli-release-id-slash", ["--release", "a/b"], "release id 'a/b' is not valid"),
+    cli_case("cli-release-id-reused", ["--release", "iris-old"], "release id 'iris-old' is taken: its workspace",
              files={"ws/iris-old/intake/intake.json": "{}", "ws/iris-old/canary/report.json": "{}"}),
-    cli_case("cli-release-id-in-store", ["--release-id", "r1"], "release id 'r1' is taken: the store"),
+    cli_case("cli-release-id-in-store", ["--release", "r1"], "release id 'r1' is taken: the store"),
     cli_case("cli-workspace-dev-null", ["--workspace", "/dev/null/x"], "workspace root '/dev/null/x' cannot be a folder"),
     cli_case("cli-workspace-file", ["--workspace", "<TMP>/afile/ws"], "afile exists and is not a folder", files={"afile": "x"}),
     cli_case("cli-workspace-empty", ["--workspace", ""], "workspace root '' is not a folder name"),
@@ -257,13 +257,13 @@ CASES: list[Case] = [
     Case("lint-no-args", ["lint"], "give the repository's PATH (or --explain RULE, or --rules)"),
     Case("lint-unknown-option", ["lint", "--fix", "<TMP>"], "unrecognized arguments: --fix"),
     # -- rollback and the store: checked before the pointer moves ---------------------------------------
-    Case("rollback-tracking-bogus", ["rollback", "--store", "<STORE>", "--to", "r1", "--mlflow-tracking-uri", "bogus://x"],
+    Case("rollback-tracking-bogus", ["rollback", "--store", "<STORE>", "--release", "r1", "--tracking-uri", "bogus://x"],
          "MLflow tracking URI 'bogus://x' has scheme 'bogus'"),
-    Case("rollback-tracking-missing-db", ["rollback", "--store", "<STORE>", "--mlflow-tracking-uri", "sqlite:///<TMP>/gone.db"],
+    Case("rollback-tracking-missing-db", ["rollback", "--store", "<STORE>", "--tracking-uri", "sqlite:///<TMP>/gone.db"],
          "gone.db' does not exist"),
-    Case("rollback-alias-invalid", ["rollback", "--store", "<STORE>", "--mlflow-tracking-uri", "<TRACKING>", "--alias", "bad alias!"],
-         "--alias 'bad alias!' is not a valid MLflow alias"),
-    Case("rollback-to-control", ["rollback", "--store", "<STORE>", "--to", "r1\x1b[31m"], "release id 'r1\\x1b[31m' is not valid"),
+    Case("rollback-alias-invalid", ["rollback", "--store", "<STORE>", "--tracking-uri", "<TRACKING>", "--mlflow-alias", "bad alias!"],
+         "--mlflow-alias 'bad alias!' is not a valid MLflow alias"),
+    Case("rollback-to-control", ["rollback", "--store", "<STORE>", "--release", "r1\x1b[31m"], "release id 'r1\\x1b[31m' is not valid"),
     Case("store-channel-control", ["store", "history", "--store", "<STORE>", "--channel", "p\x1b[2J"], "channel 'p\\x1b[2J' is not valid"),
     Case("store-uri-control", ["store", "releases", "--store", "file:///tmp/s\x1b[2J"], "it contains a control character"),
     Case("store-choice-control", ["store", "hist\x1bory"], "invalid choice: 'hist\\x1bory'"),
@@ -394,7 +394,7 @@ def test_a_reused_release_id_leaves_the_earlier_workspace_whole(world, tmp_path,
     before = _tree(earlier)
     spec = tmp_path / "spec.yaml"
     spec.write_text(_base(world["store"]))
-    code = main(["release", str(spec), "--release-id", "iris-1", "--workspace", str(tmp_path / "ws")])
+    code = main(["release", str(spec), "--release", "iris-1", "--workspace", str(tmp_path / "ws")])
     err = capsys.readouterr().err
     assert code == 2 and "release id 'iris-1' is taken" in err and "intake, export, repository, canary, promote" in err, err
     assert _tree(earlier) == before

@@ -32,9 +32,9 @@ def test_release_with_a_bad_spec_exits_2_with_one_line(tmp_path, capsys) -> None
 def test_report_exit_code_follows_the_verdict(tmp_path, capsys) -> None:
     passed = tmp_path / "ok"
     passed.mkdir()
-    (passed / "report.json").write_text(json.dumps({"passed": True, "verdict": "passed"}))
+    (passed / "report.json").write_text(json.dumps(_report(passed=True, verdict="passed")))
     blocked = tmp_path / "blocked.json"
-    blocked.write_text(json.dumps({"passed": False, "verdict": "blocked"}))
+    blocked.write_text(json.dumps(_report(passed=False, verdict="blocked")))
     assert main(["report", str(passed)]) == 0
     assert main(["report", str(blocked)]) == 3
     assert main(["report", str(tmp_path / "missing.json")]) == 2
@@ -51,8 +51,29 @@ def test_report_exit_code_follows_the_verdict(tmp_path, capsys) -> None:
 ])
 def test_report_reads_the_verdict_the_canary_writes(tmp_path, capsys, report, code) -> None:
     path = tmp_path / "report.json"
-    path.write_text(json.dumps(report))
+    path.write_text(json.dumps(_report(**report)))
     assert main(["report", str(path)]) == code
+
+
+def _report(**fields) -> dict:
+    """The smallest document the canary writes: its release, its gates (one passed), and ``fields``."""
+    gate = {"name": "parity.label", "passed": True, "outcome": "passed", "skipped": None, "message": "100 of 100 agree"}
+    return {"release_id": "iris-1", "gates": [gate], **fields}
+
+
+@pytest.mark.parametrize(("report", "says"), [
+    ({"passed": True}, "is not a canary report: it has no 'release_id' and no 'gates'"),
+    ({"passed": True, "verdict": "passed", "release_id": "iris-1"}, "it has no 'gates'"),
+    ({"passed": False, "release_id": "iris-1", "gates": "x"}, "it has no 'gates'"),
+    (_report(passed=True, verdict="passed", gates=[{"name": "quality.accuracy", "passed": False, "skipped": None}]),
+     "says it passed, but its gates quality.accuracy failed"),
+])
+def test_report_refuses_what_the_canary_never_writes(tmp_path, capsys, report, says) -> None:
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(report))
+    assert main(["report", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert says in err and "PASSED" not in err
 
 
 @pytest.mark.integration
@@ -61,3 +82,11 @@ def test_store_history_of_an_empty_local_store(tmp_path, capsys) -> None:
     out = capsys.readouterr()
     assert code == 0, out.err
     assert json.loads(out.out) == []
+
+
+@pytest.mark.parametrize("flag", ["--version", "-V"])
+def test_version_prints_the_installed_version(capsys, flag) -> None:
+    from importlib.metadata import version
+
+    assert main([flag]) == 0
+    assert capsys.readouterr().out.strip() == f"model-release {version('model-release')}"

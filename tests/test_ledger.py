@@ -29,7 +29,7 @@ def test_of_two_runs_that_find_a_version_new_only_one_claims_it(tmp_path) -> Non
         t.join()
     assert sorted(d.go for d in decisions.values()) == [False, True]
     loser = next(d for d in decisions.values() if not d.go)
-    assert "is being released by run" in loser.reason and "two runs never release one version" in loser.reason
+    assert loser.held and "is held by run 'scheduled__" in loser.reason and "two runs never release one version" in loser.reason
 
 
 def test_a_retried_start_keeps_its_own_claim_and_a_dead_runs_claim_is_taken_over(tmp_path) -> None:

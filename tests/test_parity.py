@@ -46,6 +46,7 @@ def test_figures_max_abs_max_rel_mean_abs_fraction_and_worst_rows():
     assert out.failing_fraction == pytest.approx(3 / 8)
     assert out.worst_rows == [3, 0, 1]
     assert "differs from the reference on 3 of 4 rows (3 of 8 elements; max abs 3 > atol 0.05" in out.describe()
+    assert out.describe().endswith("; worst rows 3, 0, 1")  # a failure names the golden rows that differ most
 
 
 def test_named_tolerance_overrides_default():
@@ -77,7 +78,7 @@ def test_label_outputs_report_agreement_against_a_minimum():
     strict = one(ref, cand, tol(0, 0), {"y": 1.0})
     assert strict.kind == "label" and strict.agreement == pytest.approx(7 / 8) and not strict.passed
     assert strict.worst_rows == [3]
-    assert 'output "y" agrees with the reference on 87.5000% of 8 rows (1 differ; required agreement 100.0000%)' == strict.describe()
+    assert 'output "y" agrees with the reference on 87.5000% of 8 rows (1 differ; required agreement 100.0000%); rows 3' == strict.describe()
     assert one(ref, cand, tol(0, 0), {"y": 0.8}).passed
     # strings and bytes compare by text
     assert one(np.array(["setosa", "virginica"], dtype=object), np.array([b"setosa", b"virginica"], dtype=object),

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from model_release.errors import SpecError
-from model_release.spec import load_spec, parse_spec
+from model_release.spec import load_spec, parse_spec, spec_from_record
 
 from .conftest import PROJECT
 
@@ -21,6 +21,27 @@ def test_every_shipped_spec_is_valid() -> None:
         assert spec.base_dir == str(path.parent)
         assert spec.source == str(path) and spec.where == str(path)
     assert parse_spec(BASE).where == "the release spec 'iris'"
+
+
+@pytest.mark.parametrize("key", ["base_dir", "source"])
+def test_where_a_spec_was_read_from_is_recorded_by_model_release_and_refused_in_a_spec(tmp_path, key) -> None:
+    path = tmp_path / "iris.yaml"
+    path.write_text(yaml.safe_dump({**BASE, key: "/elsewhere"}))
+    with pytest.raises(SpecError) as caught:
+        load_spec(path)
+    assert f"{key}: unknown field '{key}'" in str(caught.value) and str(path) in str(caught.value)
+    with pytest.raises(SpecError, match=f"unknown field '{key}'"):
+        parse_spec({**BASE, key: "x"})
+
+
+def test_a_recorded_spec_resolves_its_paths_where_it_was_read(tmp_path) -> None:
+    path = tmp_path / "specs" / "iris.yaml"
+    path.parent.mkdir()
+    path.write_text(yaml.safe_dump({**BASE, "golden": {"source": "file", "path": "golden.npz"}}))
+    recorded = load_spec(path).model_dump(mode="json")  # what the manifest and export/spec.json hold
+    again = spec_from_record(recorded, origin="recorded in release r")
+    assert again.resolve_path(again.golden.path) == path.parent / "golden.npz"
+    assert again.where == str(path)
 
 
 def test_defaults_and_per_output_tolerances() -> None:

@@ -1,21 +1,26 @@
 """``model-release``: the pipeline for people at a terminal.
 
+    model-release --version                                                the installed version
     model-release release SPEC [--alias A | --version N] [--no-promote]   all stages, in this process: at a terminal one
                                   line per stage and the canary's decision; JSON with --json or when piped
     model-release lint PATH [--json]                                       check a Triton repository
     model-release report REPORT.json                                       print a canary report
     model-release store {history,rollback,releases,verify,retention,repair-pointer} ...   the model store
-    model-release rollback --store URI --channel C [--to RELEASE]          move a channel back
-    model-release demo                                                     three releases on the embedded stack
+    model-release rollback --store URI [--channel C] [--release ID]        move a channel back
+    model-release demo                                                     four releases on the embedded stack
     model-release up [--detach] | down | status [--wait]                   the local stack as services
     model-release webhook-receiver --port N [--specs DIR]                  MLflow registry webhooks -> Airflow
     model-release rollout --channel C [--store URI] [--fleet FILE] [--spec FILE | --no-watch]
                                                                            roll the channel out to its serving Tritons, watched
     model-release fleet status --channel C [--store URI] [--fleet FILE]    what each serving Triton serves, and drift
 
-Exit codes: 0 success, 1 failure, 2 bad input (spec, model), 3 blocked by a gate, 4 infrastructure,
-5 inconclusive (the canary or the watch could not decide: nothing promoted or rejected; run it again later;
-``store verify`` and ``store releases`` also exit 5 when what they check fails).
+Exit codes, the same on every command: 0 success, 1 failure, 2 bad input (spec, model, a flag, a release or
+channel that does not exist, nothing to roll back), 3 blocked by a gate, 4 infrastructure (a service down,
+a store that does not verify), 5 inconclusive (the canary or the watch could not decide: nothing promoted
+or rejected; run it again later), 6 held (``release``: another live run, a DAG run or another terminal's, is
+releasing that version; the line names it and when it started). Flags are one grammar
+(model_release/flags.py): --store, --channel (default production), --release, --tracking-uri, --json on
+every read.
 An error is one line on stderr (credentials redacted, control characters escaped); ``--debug``
 anywhere on the command line adds the traceback. ``MODEL_RELEASE_LOG_LEVEL`` sets the log level
 (default INFO); ``MODEL_RELEASE_DEBUG_LOGGERS=botocore,urllib3`` lets those libraries log at DEBUG.
@@ -25,28 +30,22 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import io
 import json
 import os
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
+from . import flags
 from .errors import ModelReleaseError, UserError
+from .flags import Parser
 from .safe_text import echo, one_line, redact, redact_tree
 
 #: the largest report.json `report` reads (a canary report is a few hundred KiB)
 MAX_REPORT_BYTES = 64 << 20
 #: the deepest JSON `report` parses (a canary report nests about 6 levels)
 MAX_REPORT_DEPTH = 64
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse, with a usage error raised as a one-line :class:`UserError` (exit 2) instead of usage text."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UserError(f"{message}; see {self.prog} --help")
 
 
 def _endpoint(raw: str) -> str:
@@ -57,25 +56,31 @@ def _endpoint(raw: str) -> str:
     return raw
 
 
-def _release(argv: list[str]) -> int:
-    parser = _Parser(prog="model-release release", description="Run every stage of a release in this process.")
+def _release_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="model-release release", description="Run every stage of a release in this process.")
     parser.add_argument("spec", help="release spec (YAML), e.g. releases/iris.yaml")
     pick = parser.add_mutually_exclusive_group()
-    pick.add_argument("--alias", help="override model.alias")
+    pick.add_argument("--alias", help="release the version this registry alias names, instead of the spec's model.alias")
     pick.add_argument("--version", type=int, help="release this model version instead of the alias")
-    parser.add_argument("--release-id", help="name the release (default: <name>-<UTC time>-<hex>); refused when taken")
+    flags.add(parser, "release", help="name the release (default: <name>-<UTC time>-<hex>); refused when taken",
+              old=("--release-id",))
     parser.add_argument("--workspace", help="workspace root (default $MODEL_RELEASE_WORKSPACE or ./.work/workspace)")
-    parser.add_argument("--tracking-uri", help="MLflow tracking URI (default $MLFLOW_TRACKING_URI, then Airflow connection mlflow_default)")
+    flags.add(parser, "tracking_uri", help="the MLflow tracking URI (default $MLFLOW_TRACKING_URI, then the Airflow "
+                                           "connection mlflow_default)")
     parser.add_argument("--mlflow-timeout", metavar="S",
                         help="seconds an MLflow request may wait (default $MLFLOW_HTTP_REQUEST_TIMEOUT or 8)")
     parser.add_argument("--mlflow-retries", metavar="N",
                         help="retries of a failed MLflow request (default $MLFLOW_HTTP_REQUEST_MAX_RETRIES or 2)")
     parser.add_argument("--triton", type=_endpoint, help="a running canary Triton host:port (default: start a local one)")
     parser.add_argument("--no-promote", action="store_true", help="stop after the canary")
-    parser.add_argument("--json", action="store_true",
-                        help="print the outcome as JSON (what it prints when stdout is not a terminal)")
+    flags.add(parser, "json", help="print the outcome as JSON (what it prints when stdout is not a terminal)")
     parser.add_argument("--verbose", action="store_true",
                         help="every log record, third-party libraries' too (default at a terminal: one line per stage)")
+    return parser
+
+
+def _release(argv: list[str]) -> int:
+    parser = _release_parser()
     args = parser.parse_args(argv)
     at_terminal = sys.stdout.isatty() and not args.json
 
@@ -92,7 +97,7 @@ def _release(argv: list[str]) -> int:
         overrides = ({"model.version": args.version} if args.version is not None
                      else {"model.alias": args.alias} if args.alias is not None else None)
         spec = load_spec(args.spec, overrides=overrides)
-        release_id = check_release_id(args.release_id) if args.release_id is not None else new_release_id(spec.name)
+        release_id = check_release_id(args.release) if args.release is not None else new_release_id(spec.name)
         ws = Workspace(release_id, args.workspace)
         services = Services(tracking_uri=_tracking_uri(args.tracking_uri), triton_endpoint=args.triton)
         try:
@@ -139,10 +144,10 @@ def _tracking_uri(flag: str | None) -> str:
 
 
 def _report(argv: list[str]) -> int:
-    parser = _Parser(prog="model-release report", description="Print a canary report's decision: the verdict "
+    parser = Parser(prog="model-release report", description="Print a canary report's decision: the verdict "
                      "and each gate as one line. Exit 0 when it passed, 3 when it was rejected, 5 when it was inconclusive.")
     parser.add_argument("report", help="report.json (from a workspace's canary/ or a store's reports/)")
-    parser.add_argument("--json", action="store_true", help="print the whole report.json instead")
+    flags.add(parser, "json", help="print the whole report.json instead of the decision")
     args = parser.parse_args(argv)
     data = read_report(args.report)
     if args.json:
@@ -189,6 +194,14 @@ def read_report(raw: str) -> dict[str, Any]:
     if not isinstance(data.get("passed"), bool) and not isinstance(data.get("verdict"), str):
         raise UserError(f"{shown} is not a canary report: it has neither a 'passed' flag nor a 'verdict'; "
                         "pass a canary report.json")
+    missing = [key for key, kind in (("release_id", str), ("gates", list)) if not isinstance(data.get(key), kind)]
+    if missing:
+        raise UserError(f"{shown} is not a canary report: it has no {' and no '.join(repr(k) for k in missing)} "
+                        "(every report the canary writes names its release and lists its gates); pass a canary report.json")
+    failed = [str(g.get("name")) for g in data["gates"] if isinstance(g, dict) and g.get("passed") is False and not g.get("skipped")]
+    if data.get("passed") is True and failed:
+        raise UserError(f"{shown} says it passed, but its gates {', '.join(failed[:5])} failed: it was changed after "
+                        "the canary wrote it; take the report from the release's canary/ folder or the store's reports/")
     return data
 
 
@@ -237,31 +250,9 @@ def _store(argv: list[str]) -> int:
 
 
 def _lint(argv: list[str]) -> int:
-    """``lint``: the repository path is checked here; argparse's usage errors become one line."""
     from .repository.lint.cli import main as lint_main
 
-    probe = argparse.ArgumentParser(add_help=False)
-    probe.add_argument("path", nargs="?")
-    known, _ = probe.parse_known_args([a for a in argv if a not in ("-h", "--help")])
-    if known.path is not None:
-        path = Path(known.path)
-        if not known.path or not path.is_dir():
-            what = "does not exist" if known.path and not path.exists() else "is not a folder"
-            raise UserError(f"repository path {echo(known.path, 200)} {what}; give the model repository's folder "
-                            "(one folder per model)")
-    errors = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(errors):
-            return lint_main(argv)
-    except SystemExit as exc:  # argparse: usage text, then "prog: error: message"
-        if exc.code in (0, None):
-            return 0
-        last = [line for line in errors.getvalue().splitlines() if line.strip()][-1:] or ["invalid arguments"]
-        raise UserError(f"{last[0].split(': error: ', 1)[-1]}; see model-release lint --help") from None
-    finally:
-        text = errors.getvalue()
-        if text and not text.lstrip().startswith("usage:"):
-            sys.stderr.write(text)
+    return lint_main(argv)
 
 
 def _demo(argv: list[str]) -> int:
@@ -295,7 +286,7 @@ def _webhook_receiver(argv: list[str]) -> int:
     from .registry_events.wiring import SECRET_ENV, run_receiver
 
     home = Path(os.environ.get("MODEL_RELEASE_HOME") or Path(__file__).resolve().parents[2])
-    parser = _Parser(prog="model-release webhook-receiver", description=_webhook_receiver.__doc__)
+    parser = Parser(prog="model-release webhook-receiver", description=_webhook_receiver.__doc__)
     parser.add_argument("--port", type=int, required=True, help="port on 127.0.0.1")
     parser.add_argument("--specs", type=Path, default=Path(os.environ.get("MODEL_RELEASE_SPECS") or home / "releases"))
     parser.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE_S, help="timestamp window, seconds")
@@ -344,6 +335,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = [a for a in argv if a != "--debug"]
     if argv and argv[0] in ("-h", "--help"):
         print(__doc__.strip())
+        return 0
+    if argv and argv[0] in ("-V", "--version"):
+        from . import __version__
+
+        print(f"model-release {__version__}")
         return 0
     if not argv or argv[0] not in COMMANDS:
         given = f"unknown command {echo(argv[0])}" if argv else "no command given"

@@ -21,15 +21,16 @@ an operator knows whether to fix the input or retry::
     │   │   ├── ChecksumMismatch   an object in the store differs from the manifest
     │   │   └── ConflictError      a channel pointer moved meanwhile (another promotion won)
     │   └── GpuUnavailable         a stage that demands a GPU found none
-    └── Inconclusive               the evidence could not decide: neither blocked nor passed; try later
-        ├── CanaryInconclusive     a canary gate's interval straddles its limit (and no gate failed)
-        └── WatchInconclusive      the roll-out's watch could not judge a wave in its budget (serve.watch)
+    ├── Inconclusive               the evidence could not decide: neither blocked nor passed; try later
+    │   ├── CanaryInconclusive     a canary gate's interval straddles its limit (and no gate failed)
+    │   └── WatchInconclusive      the roll-out's watch could not judge a wave in its budget (serve.watch)
+    └── ClaimHeld                  another live run is releasing this version (its claim in the channel's ledger)
 
 GateError and Inconclusive both carry the stage's ``result`` when it produced one
 (:class:`CarriesResult`), which the stage runner saves and the CLI reads the same way for both.
 
 Exit codes (the CLI's): 1 any other error, 2 a user error, 3 a gate refused the release, 4 an
-outage, 5 inconclusive. An inconclusive outcome is neither the input's fault nor a service's: it
+outage, 5 inconclusive, 6 the version is held by another live run. An inconclusive outcome is neither the input's fault nor a service's: it
 is not retried at once (the same canary would measure the same noise) and never counted as a
 rejection; the version stays open in the channel's ledger, and a later run (the Airflow canary
 task reschedules itself, ``canary.inconclusive``) decides it.
@@ -175,3 +176,16 @@ class CanaryInconclusive(Inconclusive):
     """
 
     kind = "canary_inconclusive"
+
+
+class ClaimHeld(ModelReleaseError):
+    """Another run that is still alive holds the claim on this model version (or member combination)
+    in the channel's ledger: neither the input's fault nor an outage, and nothing was written. The
+    message names that run and when it started; ``holder`` is its ledger entry."""
+
+    kind = "held"
+    exit_code = 6
+
+    def __init__(self, message: str, *, holder: dict | None = None, stage: str | None = None) -> None:
+        super().__init__(message, stage=stage)
+        self.holder = holder

@@ -25,11 +25,13 @@ RELEASE_ID = r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}"
 
 #: what a registered model name may hold, for messages
 REGISTERED_MODEL_RULE = (
-    "1 to 256 printable characters (no control or format characters), not blank, without '/', '\\', ':', '%', '@' "
-    "or a '..', "
-    "for example iris-classifier"
+    "1 to 256 printable characters, not starting or ending with a space, without '/', ':', '%', '\\', '@' or '?', "
+    "not '.' and not starting with '..' (MLflow's registry refuses '/', ':' and names that are other paths, its file "
+    "store '%' and path separators; '@' and '?' would break a models:/ URI), for example iris-classifier"
 )
-_REGISTERED_MODEL_RE = re.compile(r"[^/\\:%@\x00-\x1f\x7f-\x9f]{1,256}")
+#: the characters MLflow 3.17's registry stores refuse ('/', ':'; the file store '%' and path separators) and those
+#: that would end the name inside a ``models:/NAME@ALIAS`` or ``models:/NAME/VERSION`` URI ('@', '?')
+_REGISTERED_MODEL_RE = re.compile(r"[^/\\:%@?\x00-\x1f\x7f-\x9f]{1,256}")
 
 _NAME_RE = re.compile(NAME)
 _MODEL_NAME_RE = re.compile(MODEL_NAME)
@@ -38,10 +40,19 @@ _RELEASE_ID_RE = re.compile(RELEASE_ID)
 
 
 def is_registered_model(value: object) -> bool:
-    """Whether ``value`` can name an MLflow registered model (and sit in a ``models:/`` URI)."""
+    """Whether ``value`` can name an MLflow registered model (and sit in a ``models:/`` URI).
+
+    MLflow 3.17's own rule (``mlflow.utils.validation._validate_model_name``, which every registry
+    store applies): not blank, no ``/`` or ``:``, and a name that as a path normalises to itself
+    (not ``.``, not starting with ``..``); its file store also refuses ``%`` and path separators.
+    A space inside a name is MLflow's to accept (``models:/iris large/3`` downloads), and is accepted.
+    Beyond MLflow: ``@`` and ``?`` (they end the name in a ``models:/`` URI), control characters and
+    leading or trailing spaces (a name is echoed in logs and one-line errors), more than 256 characters
+    (MLflow's database column).
+    """
     return (
         isinstance(value, str) and _REGISTERED_MODEL_RE.fullmatch(value) is not None and value.isprintable()
-        and value.strip() == value and ".." not in value and value != "."
+        and value.strip() == value and value != "." and not value.startswith("..")
     )
 
 

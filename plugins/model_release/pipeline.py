@@ -18,7 +18,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import CarriesResult, ConflictError, GateError, Inconclusive, ModelReleaseError, UserError
 from .logs import STAGE_LINE
@@ -29,6 +29,10 @@ from .types import (
     AssembleResult, CanaryResult, ExportResult, IntakeResult, PromoteResult, TensorRTResult, _Serialisable,
 )
 from .workspace import Workspace, atomic_write_json
+
+if TYPE_CHECKING:
+    from .intake.candidate import Candidate
+    from .store.claim import Claim, Holder
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +154,7 @@ def preflight(
         if ws is not None and store.read_record(ws.release_id) is not None and not _owned(ws, owner):
             raise UserError(
                 f"release id {ws.release_id!r} is taken: the store {store.uri} already holds that release, complete; "
-                "released prefixes are immutable. Choose another --release-id (or leave it out for a new one)"
+                "released prefixes are immutable. Choose another --release (or leave it out for a new one)"
             )
 
 
@@ -159,14 +163,21 @@ def _owned(ws: Workspace, owner: str | None) -> bool:
     return owner is not None and ws.owner() == owner
 
 
-def run_intake(spec: ReleaseSpec, ws: Workspace, services: Services) -> IntakeResult:
-    """The intake stage: the release's model and, in a cascade or fan-out, every registered member."""
-    from .intake.stage import resolve
+def run_intake(spec: ReleaseSpec, ws: Workspace, services: Services, *, candidate: Candidate | None = None) -> IntakeResult:
+    """The intake stage: the release's model and, in a cascade or fan-out, every registered member.
+
+    ``candidate``: the versions the run claimed (:mod:`.store.claim`); intake downloads exactly
+    those and records the aliases as they were then. Without one (a run that claims nothing) the
+    candidate is resolved here, once.
+    """
+    from .intake.candidate import pinned_spec, resolve_candidate
     from .intake.member_stages import intake_members
+    from .intake.stage import resolve
 
     def stage() -> IntakeResult:
-        result = resolve(spec, ws, tracking_uri=services.tracking_uri)
-        result.members = intake_members(spec, ws, result, tracking_uri=services.tracking_uri)
+        pinned = candidate if candidate is not None else resolve_candidate(services.tracking_uri, spec)
+        result = resolve(pinned_spec(spec, pinned), ws, tracking_uri=services.tracking_uri, alias=pinned.alias)
+        result.members = intake_members(spec, ws, result, tracking_uri=services.tracking_uri, pinned=pinned.members)
         return result
 
     log.info("intake: resolving %s", spec.model.uri)
@@ -177,10 +188,13 @@ def run_export(spec: ReleaseSpec, ws: Workspace, intake: IntakeResult) -> Export
     """The export stage: the release's model and every registered member, each behind its parity gate."""
     from .export import export
     from .export.members import export_members
+    from .model.composed import compose_reference
 
     def stage() -> ExportResult:
         result = export(spec, intake, ws)
         result.members = export_members(spec, ws, intake)
+        # the canary judges a composed pipeline against its members composed the same way, not the release model alone
+        result.composed_reference = compose_reference(spec, intake, result, ws.stage_dir(EXPORT)) or {}
         return result
 
     log.info("export: %s version %s to ONNX (export.opset %s)", intake.model_name, intake.version, spec.export.opset)
@@ -359,6 +373,8 @@ class ReleaseOutcome:
     #: the error's kind (``spec``, ``canary``, ``store``...) and its stage
     error_kind: str | None = None
     error_stage: str | None = None
+    #: how the channel's ledger recorded the release (``version``, ``state``, ``reason``); None when it claimed nothing
+    ledger: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -369,18 +385,27 @@ class ReleaseOutcome:
             "error": self.error,
             "error_kind": self.error_kind,
             "error_stage": self.error_stage,
+            "ledger": self.ledger,
         }
 
 
-def release(spec: ReleaseSpec, ws: Workspace, services: Services, *, promote: bool = True) -> ReleaseOutcome:
+def release(spec: ReleaseSpec, ws: Workspace, services: Services, *, promote: bool = True,
+            holder: Holder | None = None) -> ReleaseOutcome:
     """Run every stage in this process, after :func:`preflight`, in a workspace it claims.
+
+    The candidate is resolved once (its alias asked once) and, when promoting, claimed in the
+    channel's ledger as a DAG run claims it (:mod:`.store.claim`; ``holder``, default this process,
+    renews the claim while the release runs): a version another live run holds raises
+    :class:`~.errors.ClaimHeld` before anything is written. The ledger records how the release
+    ended, also when a stage fails (``outcome.ledger``).
 
     ``<workspace>/outcome.json`` records how far the release got, also when a stage fails; the
     first stage's error is then raised, and nothing is promoted. Input refused by the preflight
     (a reused release id among it) writes nothing at all.
     """
-    preflight(spec, services, promote=promote, ws=ws)  # refuses bad input before anything is written
-    ws.claim()
+    from .store.claim import Lease
+
+    candidate, claim = claim_release(spec, ws, services, promote=promote, holder=holder)
     log.debug("release %s: MLflow %s, store %s, workspace %s, canary %s", ws.release_id,
               redact(services.tracking_uri or "(MLflow's default)"), spec.promote.store, ws.path,
               services.triton_endpoint or "a local Triton")
@@ -388,16 +413,20 @@ def release(spec: ReleaseSpec, ws: Workspace, services: Services, *, promote: bo
     ahead: ChampionAhead | None = None
     # the canary's local Triton stops on a thread while judging, reporting and promotion go on: joined here
     later = contextlib.ExitStack()
+    lease = Lease(services.store(spec.promote.store), claim) if claim is not None else None
     try:
-        intake = run_intake(spec, ws, services)
-        ahead = ChampionAhead(spec, ws, services)  # the champion is fetched while the candidate exports
-        export = run_export(spec, ws, intake)
-        tensorrt = run_tensorrt(spec, ws, export)
-        assembled = run_assemble(spec, ws, intake, export, tensorrt)
-        outcome.canary = run_canary(spec, ws, services, intake, export, assembled, keep_rejected=promote,
-                                    champion_ahead=ahead, later=later)
-        if promote:
-            outcome.promoted = run_promote(spec, ws, services, export, assembled, outcome.canary)
+        with lease or contextlib.nullcontext():
+            intake = run_intake(spec, ws, services, candidate=candidate)
+            ahead = ChampionAhead(spec, ws, services)  # the champion is fetched while the candidate exports
+            export = run_export(spec, ws, intake)
+            tensorrt = run_tensorrt(spec, ws, export)
+            assembled = run_assemble(spec, ws, intake, export, tensorrt)
+            outcome.canary = run_canary(spec, ws, services, intake, export, assembled, keep_rejected=promote,
+                                        champion_ahead=ahead, later=later)
+            if promote:
+                if lease is not None:
+                    lease.check()  # a claim another run took over while this one stalled: promote nothing
+                outcome.promoted = run_promote(spec, ws, services, export, assembled, outcome.canary)
     except ModelReleaseError as exc:
         outcome.error, outcome.error_kind, outcome.error_stage = str(exc), exc.kind, exc.stage
         if isinstance(exc, CarriesResult) and isinstance(exc.result, CanaryResult):
@@ -407,8 +436,55 @@ def release(spec: ReleaseSpec, ws: Workspace, services: Services, *, promote: bo
         later.close()
         if ahead is not None:
             ahead.close()
+        if claim is not None:
+            outcome.ledger = _settle(spec, ws, services, claim)
         atomic_write_json(ws.path / "outcome.json", outcome.to_dict())
     return outcome
+
+
+def claim_release(spec: ReleaseSpec, ws: Workspace, services: Services, *, promote: bool = True,
+                  holder: Holder | None = None) -> tuple[Candidate, Claim | None]:
+    """How :func:`release` starts, as the DAG's start task does: :func:`preflight`, the candidate resolved
+    once, claimed in the channel's ledger when promoting (a person's release may release again what the
+    channel released or rejected), then the workspace claimed.
+
+    Raises:
+        ClaimHeld: another live run holds the candidate's claim; nothing was written.
+    """
+    from .intake.candidate import resolve_candidate
+    from .store.claim import Holder as _Holder
+    from .store.claim import take
+
+    preflight(spec, services, promote=promote, ws=ws)  # refuses bad input before anything is written
+    try:
+        candidate = resolve_candidate(services.tracking_uri, spec)  # the one time this release asks the aliases
+    except ModelReleaseError as exc:  # resolving the model is intake's part, wherever it runs: its errors say so
+        exc.stage = exc.stage or INTAKE
+        raise
+    if not promote:
+        ws.claim()
+        return candidate, None
+    claim, why = take(services.store(spec.promote.store), spec.promote.channel, candidate, release_id=ws.release_id,
+                      holder=holder or _Holder.process(), retry_rejected=True, retry_released=True)
+    if claim is None:  # pragma: no cover - a person's release retries what the channel settled: only a live holder refuses
+        raise ConflictError(why)
+    ws.claim()
+    return candidate, claim
+
+
+def _settle(spec: ReleaseSpec, ws: Workspace, services: Services, claim: Claim) -> dict[str, Any]:
+    """Settle the release's claim from its workspace; a store that cannot be reached leaves the claim to lapse."""
+    from .store.claim import settle
+
+    try:
+        state, reason, entry = settle(services.store(spec.promote.store), claim.to_dict(), ws, run=claim.run,
+                                      promote_asked=True)
+    except Exception as exc:  # noqa: BLE001 - the release's own outcome stands; say why the ledger lacks it
+        why = exc.message if isinstance(exc, ModelReleaseError) else type(exc).__name__
+        log.warning("the ledger could not record how release %s ended (%s); its claim on %s v%s lapses %g s after its "
+                    "last renewal", ws.release_id, why, claim.model, claim.version, claim.lease_s or 0)
+        return {"version": claim.version, "state": None, "reason": why, "recorded": False}
+    return {"version": claim.version, "state": state, "reason": reason, "recorded": entry is not None}
 
 
 class ChampionAhead:
@@ -498,7 +574,8 @@ class ReleaseRef(_Serialisable):
     workspace_store: str | None = None
     #: the run that makes the release: dag_id, run_id, run_type, bundle name and version, code digest
     run: dict[str, Any] = field(default_factory=dict)
-    #: the candidate model version claimed in the channel's ledger (scheduled and manual DAG runs)
+    #: the claim start took in the channel's ledger (:class:`~.store.claim.Claim` as a dict): the ledger's
+    #: version and the candidate as start resolved it (each member's version and run), which intake downloads
     claim: dict[str, Any] = field(default_factory=dict)
 
     def spec(self) -> ReleaseSpec:

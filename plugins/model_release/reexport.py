@@ -14,7 +14,7 @@ import sys
 
 from .errors import ModelReleaseError
 from .pipeline import run_export
-from .spec import parse_spec
+from .spec import spec_from_record
 from .stages import EXPORT, INTAKE
 from .types import IntakeResult
 from .workspace import Workspace
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         data = json.loads(spec_path.read_text())
         if args.no_cache:
             data.setdefault("export", {})["cache"] = False
-        spec = parse_spec(data, origin=str(spec_path))
+        spec = spec_from_record(data, origin=str(spec_path))
         result = run_export(spec, ws, intake)
     except ModelReleaseError as exc:
         print(str(exc), file=sys.stderr)

@@ -114,6 +114,9 @@ class ExportResult(_Serialisable):
     truth_path: str = ""
     #: a pipeline's registered members, key -> this class as a dict (their ONNX files under export/members/<key>/)
     members: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: a cascade's or fan-out's parity reference for the canary, its members' native models composed as the
+    #: pipeline composes them (:mod:`model_release.model.composed`): path, description, rows; {} for other shapes
+    composed_reference: dict[str, Any] = field(default_factory=dict)
     #: the opset the spec asked for (``export.opset``); ``opset`` is the one shipped
     opset_requested: int | None = None
     #: parity at other lengths of each variable axis and other batch sizes: one record per length

@@ -213,7 +213,7 @@ class Workspace:
         stages = [s for s in STAGE_FOLDERS if (self.path / s).is_dir()] or held[:8]
         raise UserError(
             f"release id {self.release_id!r} is taken: its workspace {self.path} already holds a release "
-            f"({', '.join(stages)}); nothing was written. Choose another --release-id (or leave it out for a new one); "
+            f"({', '.join(stages)}); nothing was written. Choose another --release (or leave it out for a new one); "
             "to release this id again from scratch, remove that folder first"
         )
 
@@ -228,7 +228,7 @@ class Workspace:
         raise UserError(
             f"release id {self.release_id!r} is taken: the workspace store {self.mirror.uri} already holds a release "
             f"({', '.join(stages) or 'claimed by ' + echo(held_by or '?')}); nothing was written. Choose another "
-            "--release-id (or leave it out for a new one); to release this id again from scratch, remove its prefix "
+            "--release (or leave it out for a new one); to release this id again from scratch, remove its prefix "
             "from the workspace store first"
         )
 
@@ -244,7 +244,7 @@ class Workspace:
             held_by = self.mirror.claim(self.release_id, owner)
             if held_by != owner:
                 raise UserError(f"release id {self.release_id!r} is taken: {echo(held_by)} claimed it in the "
-                                f"workspace store {self.mirror.uri} meanwhile; nothing was written. Choose another --release-id")
+                                f"workspace store {self.mirror.uri} meanwhile; nothing was written. Choose another --release")
         self.root.mkdir(parents=True, exist_ok=True)
         try:
             self.path.mkdir()

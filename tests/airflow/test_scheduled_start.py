@@ -47,5 +47,5 @@ def test_a_run_someone_started_without_a_candidate_fails_naming_the_alias(tmp_pa
 
     spec = write_dag_spec(tmp_path / "specs")
     # a user's error: the task fails without retrying (no_retry_on_user_error), naming the alias and what to do
-    with pytest.raises(AirflowFailException, match=r'^\[intake\] model "iris-classifier" has no alias "candidate" .*set the alias on'):
+    with pytest.raises(AirflowFailException, match=r'^\[intake\] model "iris-classifier" has no alias "candidate"; .*set the alias on'):
         tasks.start({"spec": str(spec)}, "manual__2026-12-02T00:00:00+00:00", RUN_AFTER, scheduled=False)

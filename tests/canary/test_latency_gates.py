@@ -152,7 +152,7 @@ class ScriptedRunner:
     def __init__(self, p99s: dict[str, list[float]]) -> None:
         self.p99s = {t: iter(v) for t, v in p99s.items()}
 
-    def window(self, target: str, seconds: float, *, measure: bool = True):  # noqa: ANN201
+    def window(self, target: str, seconds: float, *, measure: bool = True, until_s: float | None = None):  # noqa: ANN201
         from model_release.canary.measure.load import Histogram, Window
 
         histogram = Histogram()

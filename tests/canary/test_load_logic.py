@@ -85,8 +85,8 @@ class Sleeper(Requester):
     made: list[Sleeper] = []
     lock = threading.Lock()
 
-    def __init__(self, ms: float, fail_after: int = 0) -> None:
-        self.ms, self.fail_after, self.calls, self.closed = ms, fail_after, 0, False
+    def __init__(self, ms: float, fail_after: int = 0, rows: int = 8) -> None:
+        self.ms, self.fail_after, self.calls, self.closed, self.rows = ms, fail_after, 0, False, rows
         self.thread = threading.get_ident()
         with Sleeper.lock:
             Sleeper.made.append(self)
@@ -97,6 +97,7 @@ class Sleeper(Requester):
         if self.fail_after and self.calls > self.fail_after:
             raise ConnectionResetError("connection reset by peer")
         time.sleep(self.ms / 1e3)
+        return self.rows
 
     def close(self) -> None:
         self.closed = True
@@ -104,7 +105,7 @@ class Sleeper(Requester):
 
 def test_measure_alternates_targets_stops_when_stable_and_closes_every_connection() -> None:
     Sleeper.made = []
-    runner = LoadRunner(lambda target: Sleeper(2 if target == "a" else 4), concurrency=3, batch_rows=8)
+    runner = LoadRunner(lambda target: Sleeper(2 if target == "a" else 4), concurrency=3)
     try:
         # a tolerance no jitter of this machine can exceed: both settle on their third window
         results = measure(runner, ["a", "b"], warmup_s=0.05, window_s=0.2, stable_windows=3, stability=10.0, budget_s=5)
@@ -120,10 +121,11 @@ def test_measure_stops_at_the_budget_and_says_it_did_not_settle() -> None:
     start = time.monotonic()
 
     class Drifting(Requester):  # latency doubles every 0.15 s: no two windows' p50 agree within 1%, however busy the machine
-        def send(self, batch: int) -> None:
+        def send(self, batch: int) -> int:
             time.sleep(1e-3 * 2 ** ((time.monotonic() - start) / 0.15))
+            return 1
 
-    runner = LoadRunner(lambda t: Drifting(), concurrency=2, batch_rows=1)
+    runner = LoadRunner(lambda t: Drifting(), concurrency=2)
     try:
         result = measure(runner, ["a"], warmup_s=0.0, window_s=0.15, stable_windows=3, stability=0.01, budget_s=0.5)["a"]
     finally:
@@ -132,7 +134,7 @@ def test_measure_stops_at_the_budget_and_says_it_did_not_settle() -> None:
 
 
 def test_errors_are_counted_with_the_first_one_kept_and_stop_that_target() -> None:
-    runner = LoadRunner(lambda t: Sleeper(1, fail_after=3), concurrency=2, batch_rows=4)
+    runner = LoadRunner(lambda t: Sleeper(1, fail_after=3, rows=4), concurrency=2)
     try:
         result = measure(runner, ["a"], warmup_s=0.0, window_s=0.1, stable_windows=2, stability=0.5, budget_s=2)["a"]
     finally:
@@ -146,11 +148,12 @@ def test_a_dead_server_ends_the_window_at_once() -> None:
     dead = threading.Event()
 
     class Hanging(Requester):
-        def send(self, batch: int) -> None:
+        def send(self, batch: int) -> int:
             dead.set()
             time.sleep(30)  # a request blocked on a server that died
+            return 1
 
-    runner = LoadRunner(lambda t: Hanging(), concurrency=2, batch_rows=1, alive=lambda: "exited with code -9" if dead.is_set() else None)
+    runner = LoadRunner(lambda t: Hanging(), concurrency=2, alive=lambda: "exited with code -9" if dead.is_set() else None)
     started = time.perf_counter()
     window = runner.window("a", 10.0)
     assert time.perf_counter() - started < 5 and window.errors >= 1 and window.first_error == "exited with code -9"

@@ -78,9 +78,11 @@ def test_a_same_speed_candidate_is_never_blocked_by_the_latency_gates(tmp_path, 
         ratio = gates[name]["data"]["ratio"]
         if gates[name]["outcome"] == "passed":  # the whole interval within the limit
             assert (ratio["upper"] <= limit) if name == "load.p99_ratio" else (ratio["lower"] >= limit)
-        else:  # straddling: it says so, and what would decide it
+        elif gates[name]["data"]["pairs"] >= 2:  # straddling: it says so, and what would decide it
             assert gates[name]["outcome"] == "inconclusive" and ratio["lower"] <= limit <= ratio["upper"]
             assert "would decide it" in gates[name]["message"]
+        else:  # a machine so busy that fewer than 2 pairs of windows held canary.load.min_requests: it says so
+            assert gates[name]["outcome"] == "inconclusive" and "canary.load.budget_s of about" in gates[name]["message"]
     assert (result is not None and result.passed) == (report["verdict"] == "passed")
     assert gates["load.errors"]["passed"] and gates["load.errors"]["candidate"] == 0
     phase = report["load_phase"]

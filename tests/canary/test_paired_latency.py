@@ -7,12 +7,12 @@ import math
 import numpy as np
 import pytest
 
-from model_release.canary.judge.latency_ratio import pairs_to_decide, ratio_gate, ratio_interval
+from model_release.canary.judge.latency_ratio import P99, THROUGHPUT, pairs_to_decide, ratio_gate, ratio_interval
 from model_release.canary.judge.outcome import BLOCK, INCONCLUSIVE, PASS
 
 
 def _p99(ratios):  # noqa: ANN001, ANN202
-    return ratio_gate("load.p99_ratio", ratios, 1.25, setting="canary.load.max_p99_ratio")
+    return ratio_gate(P99, ratios, 1.25)
 
 
 def test_a_noisy_ratio_around_the_limit_is_inconclusive_and_says_what_would_decide_it():
@@ -31,8 +31,7 @@ def test_a_clear_regression_blocks_and_a_clear_pass_passes():
 @pytest.mark.parametrize(("ratios", "outcome"), [([0.7, 0.72, 0.69], BLOCK), ([0.78, 0.82, 0.8, 0.79], INCONCLUSIVE),
                                                  ([1.0, 0.97, 1.02], PASS)])
 def test_throughput_must_stay_at_least_its_limit(ratios, outcome):
-    finding = ratio_gate("load.throughput_ratio", ratios, 0.8, higher_is_worse=False, setting="canary.load.min_throughput_ratio",
-                         what="throughput")
+    finding = ratio_gate(THROUGHPUT, ratios, 0.8)
     assert finding.outcome == outcome
 
 

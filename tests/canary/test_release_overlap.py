@@ -161,8 +161,12 @@ def test_release_starts_the_fetch_before_the_export_and_hands_it_to_the_canary(t
         later.callback(events.append, "joined")  # the Triton's stop: joined when the release ends
         assert champion_ahead.take(ws.path / "canary" / "champion").release_id == "iris-1"
 
-    monkeypatch.setattr(pipeline, "preflight", lambda *a, **k: None)
-    monkeypatch.setattr(pipeline, "run_intake", lambda spec, ws, services: events.append("intake"))
+    def claim_release(spec, ws, services, *, promote, holder):  # noqa: ANN001, ANN202 - nothing to check or claim here
+        ws.claim()
+        return None, None
+
+    monkeypatch.setattr(pipeline, "claim_release", claim_release)
+    monkeypatch.setattr(pipeline, "run_intake", lambda spec, ws, services, candidate: events.append("intake"))
     monkeypatch.setattr(pipeline, "run_export", export)
     monkeypatch.setattr(pipeline, "run_tensorrt", lambda *a: None)
     monkeypatch.setattr(pipeline, "run_assemble", lambda *a: None)

@@ -187,18 +187,20 @@ def test_model_release_report_prints_the_decision_and_exits_3_when_rejected(tmp_
     assert main(["report", str(path)]) == 3
     out = capsys.readouterr().out
     assert out.startswith("REJECTED") and "\033[" not in out  # not a terminal: no colour
-    path.write_text(json.dumps({**REPORT, "passed": True, "verdict": "passed", "reasons": []}))
+    passing = [{**g, "passed": True, "outcome": "passed"} if g.get("passed") is False else g for g in REPORT["gates"]]
+    path.write_text(json.dumps({**REPORT, "passed": True, "verdict": "passed", "reasons": [], "gates": passing}))
     assert main(["report", str(tmp_path)]) == 0
     assert capsys.readouterr().out.startswith("PASSED")
     assert main(["report", "--json", str(path)]) == 0
     assert json.loads(capsys.readouterr().out)["release_id"] == "iris-2"
 
 
-@pytest.mark.parametrize("report", [
-    {"passed": False, "gates": "x", "parity": [1], "quality": [], "shift": "x", "slo": 3, "reasons": "why"},
-    {"passed": True, "gates": [1, None, {"name": 2}], "parity": {"a": 1}, "expectations": {"results": [1]},
-     "load_phase": {"candidate": 1}, "acknowledgements": ["x"], "champion": 5, "model": "m"},
-    {"verdict": "rejected", "quality": {"task": "classification", "candidate": {"accuracy": "x", "unknown": 1}, "champion": []}},
+@pytest.mark.parametrize("report", [  # the envelope the CLI checks (a release id, a list of gates), odd contents
+    {"passed": False, "release_id": "r", "gates": [], "parity": [1], "quality": [], "shift": "x", "slo": 3, "reasons": "why"},
+    {"passed": True, "release_id": "r", "gates": [1, None, {"name": 2}], "parity": {"a": 1},
+     "expectations": {"results": [1]}, "load_phase": {"candidate": 1}, "acknowledgements": ["x"], "champion": 5, "model": "m"},
+    {"verdict": "rejected", "release_id": "r", "gates": [],
+     "quality": {"task": "classification", "candidate": {"accuracy": "x", "unknown": 1}, "champion": []}},
 ])
 def test_a_report_of_the_wrong_shape_prints_what_it_holds_instead_of_failing(report, tmp_path, capsys) -> None:
     (tmp_path / "report.json").write_text(json.dumps(report))

@@ -172,6 +172,7 @@ def test_each_kind_of_contract_break_is_blocked_listing_every_difference(stack, 
     if case == "max-batch-size":
         train_iris(stack.tracking_uri, model_name=MODEL, c=1.0)
         overrides["repository.max_batch_size"] = 8
+        overrides["canary.load.batch_rows"] = 8  # iris.yaml's 16 is more than 8 rows a request: refused at spec load
         expected = ["max_batch_size dropped from 64 to 8"]
     elif case == "changed-width":
         _log(stack, MODEL, "sklearn", lr.fit(x[:, :3], y), x[:, :3])
@@ -356,7 +357,7 @@ def test_an_acknowledged_break_goes_through_and_a_release_replaces_only_the_cham
     # B breaks the contract on purpose, says why, and is promoted
     train_iris(stack.tracking_uri, model_name=MODEL, c=1.0)
     why = "clients send at most 8 rows since the gateway change"
-    spec_b = _spec(MODEL, PREFIX, **{"repository.max_batch_size": 8, "promote.breaking_change": why})
+    spec_b = _spec(MODEL, PREFIX, **{"repository.max_batch_size": 8, "canary.load.batch_rows": 8, "promote.breaking_change": why})
     acked, ws_b = _release(stack, tmp_path / "b", spec_b)
     assert acked.promoted is not None and _pointer(stack, PREFIX) == acked.release_id
     manifest = StoreView(stack, PREFIX).json(f"releases/{acked.release_id}/release.json")

@@ -34,8 +34,9 @@ def _spec(**large_tolerances):
     cascade = {"small": "release", "large": f"models:/{LARGE}@candidate", "threshold": 0.9}
     if large_tolerances:
         cascade["tolerances"] = {"large": large_tolerances}
-    # no golden.target: a cascade has no label names to read iris.yaml's species names with (its
-    # classes are the class indices), so the quality gates are skipped and parity and the champion judge it
+    # no golden.target: without repository.labels a cascade's classes are the class indices, which iris.yaml's
+    # species names are not, so the quality gates are skipped and parity and the champion judge it
+    # (tests/registry/test_claimed_release.py judges a cascade with labels on the species names)
     return load_spec(SPEC, overrides={"model.name": SMALL, "promote.store": f"s3://model-store/{PREFIX}",
                                       "golden.target": None, "repository.shape": "cascade", "repository.cascade": cascade,
                                       **NOT_ABOUT_LATENCY})
@@ -51,8 +52,8 @@ def _manifest(ws: Workspace) -> dict:
 
 @pytest.fixture(scope="module")
 def registered(stack) -> None:
-    # the same training for both: the cascade's output is the small model's wherever it is answered
-    # (the canary compares the served cascade with the release's native model, as for any shape)
+    # the same training for both (the canary compares the served cascade with its members' native models
+    # composed as the router composes them; members trained apart: tests/registry/test_claimed_release.py)
     assert train_iris(stack.tracking_uri, model_name=SMALL, c=1.0) == "1"
     assert train_iris(stack.tracking_uri, model_name=LARGE, c=1.0) == "1"
 

@@ -78,7 +78,7 @@ def test_a_release_reads_as_its_stages_at_a_terminal_and_as_json_when_piped(stac
     cli = [sys.executable, "-m", "model_release.cli", "release", str(spec)]
 
     train_iris(stack.tracking_uri, model_name=MODEL, c=1.0)
-    piped = subprocess.run([*cli, "--release-id", "iris-terminal-1"], env=env, cwd=cwd, capture_output=True, text=True,
+    piped = subprocess.run([*cli, "--release", "iris-terminal-1"], env=env, cwd=cwd, capture_output=True, text=True,
                            timeout=900)
     assert piped.returncode == 0, piped.stderr[-3000:]
     outcome = json.loads(piped.stdout)  # the whole of stdout is the outcome
@@ -87,7 +87,7 @@ def test_a_release_reads_as_its_stages_at_a_terminal_and_as_json_when_piped(stac
     assert "INFO model_release.pipeline: canary: canary passed" in piped.stderr  # the logs as they were
 
     train_iris(stack.tracking_uri, model_name=MODEL, c=10.0)
-    code, text = _at_terminal([*cli, "--release-id", "iris-terminal-2"], env, cwd)
+    code, text = _at_terminal([*cli, "--release", "iris-terminal-2"], env, cwd)
     assert code == 0, text[-3000:]
     lines = text.rstrip("\n").split("\n")
     for stage, line in zip(STAGES, lines):  # one line per stage, in order, each with its time

@@ -153,7 +153,7 @@ def test_no_secret_in_any_output_or_file_of_a_whole_release(stack, mlflow_http, 
     mlflow_files_before = {p: p.stat().st_mtime_ns for p in (stack.root / "mlflow").rglob("*") if p.is_file()}
 
     debug = _env(stack, ws, secret_uri, "DEBUG")
-    done = _cli(debug, cwd, "release", str(spec), "--release-id", "iris-secrets-1")
+    done = _cli(debug, cwd, "release", str(spec), "--release", "iris-secrets-1")
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"DEBUG model_release.pipeline: release iris-secrets-1: MLflow http://***@127.0.0.1:{mlflow_http}" in done.stderr
     promoted = (ws / "iris-secrets-1" / "promote" / "promote.json")
@@ -167,7 +167,7 @@ def test_no_secret_in_any_output_or_file_of_a_whole_release(stack, mlflow_http, 
     store = f"s3://{stack.bucket}/{PREFIX}"
     runs["store releases at INFO"] = _cli(info, cwd, "store", "releases", "--store", store)
     assert runs["store releases at INFO"].returncode == 0, runs["store releases at INFO"].stderr
-    runs["rollback at INFO"] = _cli(info, cwd, "rollback", "--store", store, "--mlflow-tracking-uri", secret_uri)
+    runs["rollback at INFO"] = _cli(info, cwd, "rollback", "--store", store, "--tracking-uri", secret_uri)
     assert runs["rollback at INFO"].returncode != 0  # nothing to roll back to: an error line
     unreachable = f"http://{MLFLOW_USER}:{MLFLOW_PASSWORD}@127.0.0.1:{_closed_port()}"
     runs["unreachable MLflow at INFO"] = _cli(_env(stack, ws, unreachable, "INFO"), cwd, "release", str(spec))

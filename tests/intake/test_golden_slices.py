@@ -87,7 +87,7 @@ def test_the_canary_reads_the_slices_written_beside_the_truth_and_refuses_a_trut
     np.savez(tmp_path / "reference.npz", label=np.zeros(4))
     np.savez(tmp_path / "truth.npz", target=np.arange(4), **{SLICE_PREFIX + "region": np.array(list("abab"))})
     export = SimpleNamespace(golden_path=str(tmp_path / "golden.npz"), reference_path=str(tmp_path / "reference.npz"),
-                             truth_path=str(tmp_path / "truth.npz"))
+                             truth_path=str(tmp_path / "truth.npz"), composed_reference={})
     report = SimpleNamespace(golden=None)
     spec = spec_for(tmp_path / "g.npz", target="y", slices=["region"])
     golden = load_golden(spec, export, report)

@@ -193,6 +193,12 @@ AUTOCOMPLETE_UNDECIDED = [
 ]
 
 
+def _runtime_to_a_file_above(root: Path) -> None:
+    """runtime climbs out of the version folder to a file that is there: Triton's "escapes" refusal, not "not found"."""
+    RULE_CASES["runtime-escapes"][1](root)
+    (root / "add_sub" / "libtriton_python.so").write_bytes(b"")
+
+
 LOADS = [
     Case("valid-python", "add_sub", _nothing),
     Case("valid-ensemble", "pipeline", _nothing),
@@ -299,6 +305,11 @@ REFUSED = [
     _rule("python-no-model-class"),
     _rule("python-await-in-sync"),
     _rule("python-undefined-at-load"),
+    _rule("metrics-unreadable"),
+    _rule("metrics-control-invalid"),
+    _rule("metrics-family-unknown"),
+    _rule("runtime-escapes"),
+    Case("runtime-escapes-to-a-file", "add_sub", _runtime_to_a_file_above),
     *AUTOCOMPLETE_REFUSED,
 ]
 
@@ -328,6 +339,7 @@ QUICK = frozenset({
     "ensemble-no-steps", "ensemble-step-incomplete", "ensemble-step-version-0", "ensemble-member-invalid",
     "ensemble-tensor-double", "ensemble-tensor-unproduced", "ensemble-input-unused", "ensemble-tensor-unused",
     "ensemble-decoupled-mix", "python-syntax", "python-await-in-sync", "python-undefined-at-load",
+    "metrics-unreadable", "metrics-control-invalid", "runtime-escapes", "runtime-escapes-to-a-file",
     "instance-kind-gpu", "config-symlink-to-a-valid-config",
     "qa-incomplete_output", "qa-conflicting_max_batch_size", "autocomplete-fills-ensemble-member",
     "autocomplete-preferred-before-completion", "backend-from-name-python",

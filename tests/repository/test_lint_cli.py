@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import shutil
 import subprocess
@@ -43,6 +45,24 @@ def test_json_output_for_machines(tmp_path):
     assert report["load_order"].index("classifier_onnx") < report["load_order"].index("pipeline")
 
 
-def test_a_missing_path_exits_1(tmp_path, capsys):
-    assert main([str(tmp_path / "nowhere")]) == 1
-    assert "[repo-not-found]" in capsys.readouterr().out
+def test_a_missing_path_is_bad_input(tmp_path, capsys):
+    assert main([str(tmp_path / "nowhere")]) == 2
+    assert f"repository path '{tmp_path / 'nowhere'}' does not exist" in capsys.readouterr().err
+
+
+def test_a_folder_without_a_model_folder_is_bad_input_not_ok(tmp_path, capsys):
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "repo" / "config.pbtxt").write_text('name: "x"')  # a file, not a model folder
+    assert main([str(tmp_path / "repo")]) == 2
+    captured = capsys.readouterr()
+    assert "holds no model folder, so there is nothing to check" in captured.err and "ok:" not in captured.out
+    (tmp_path / "repo" / "x").mkdir()  # one folder: linted (and refused for what it lacks), not refused as empty
+    assert main([str(tmp_path / "repo")]) == 1
+
+
+@pytest.mark.parametrize("argv", [["--explain", "runtime-escapes"], ["--explain=runtime-escapes"]])
+def test_explain_takes_the_rule_as_the_help_writes_it(argv, capsys):
+    from model_release.cli import main as cli_main
+
+    assert cli_main(["lint", *argv]) == 0
+    assert capsys.readouterr().out.startswith("runtime-escapes (error):")

@@ -151,11 +151,11 @@ def test_an_unreadable_config_is_a_finding(repo):
     assert _only(lint_repository(repo), "add_sub") == {("file-unreadable", "error")}
 
 
-def test_a_repository_path_that_is_a_file_or_hostile_is_one_finding(tmp_path, capsys):
+def test_a_repository_path_that_is_a_file_or_hostile_is_one_line_of_bad_input(tmp_path, capsys):
     target = tmp_path / "x\x1b[2Jy"
     target.write_text("not a folder")
     code, output = _cli(target, capsys)
-    assert code == 1 and "\x1b" not in output and "[repo-not-found]" in output
+    assert code == 2 and "\x1b" not in output and "x\\x1b[2Jy' is not a folder" in output
 
 
 def test_explain_names_what_triton_does(capsys):

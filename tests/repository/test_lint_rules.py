@@ -179,7 +179,24 @@ CASES: dict[str, tuple[str, Callable[[Path], object]]] = {
     "python-filename": ("add_sub", lambda r: (edit(r, "add_sub", lambda c: setattr(c, "default_model_filename", "model.python")),
                                               (r / "add_sub/1/model.py").rename(r / "add_sub/1/model.python"))),
     "bls-blocking-depth": ("bls_sync", lambda r: edit(r, "bls_sync", lambda c: setattr(c.instance_group[0], "count", 1))),
+    "metrics-unreadable": ("add_sub", lambda r: edit(r, "add_sub", lambda c: _metric_control(c, FIRST_RESPONSE, [1, 10]))),
+    "metrics-control-invalid": ("add_sub", lambda r: edit(r, "add_sub", lambda c: _metric_control(c, FIRST_RESPONSE, []))),
+    "metrics-family-unknown": ("add_sub", lambda r: edit(r, "add_sub", lambda c: _metric_control(c, "nv_inference_request_duration_us", [1]))),
+    "runtime-escapes": ("add_sub", lambda r: edit(r, "add_sub", lambda c: setattr(c, "runtime", "../libtriton_python.so"))),
 }
+
+FIRST_RESPONSE = "nv_inference_first_response_histogram_ms"
+
+
+def _metric_control(config, family: str | None, buckets: list[float] | None):  # noqa: ANN001 - ModelConfig
+    """Add one model_metrics.metric_control: no identifier when ``family`` is None, no histogram_options when ``buckets`` is None."""
+    control = config.model_metrics.metric_control.add()
+    if family is not None:
+        control.metric_identifier.family = family
+    if buckets is not None:
+        control.histogram_options.SetInParent()
+        control.histogram_options.buckets.extend(buckets)
+    return control
 
 
 @pytest.fixture
@@ -223,3 +240,37 @@ def test_a_version_folder_starting_with_0_is_not_a_version(valid_repo):
     (valid_repo / "add_sub" / "1").rename(valid_repo / "add_sub" / "01")
     found = {(f.rule, f.severity) for f in lint_repository(valid_repo).findings if f.model == "add_sub"}
     assert found == {("version-leading-zero", "warning"), ("version-none", "error")}
+
+
+@pytest.mark.parametrize(("family", "buckets", "triton_says"), [
+    (None, [1.0], "metric control must specify 'metric_identifier'"),
+    ("", [1.0], "metric identifier must specify non-empty 'family'"),
+    (FIRST_RESPONSE, None, "metric control must specify 'histogram_options'"),
+    (FIRST_RESPONSE, [], "histogram options must specify non-empty 'buckets'"),
+])
+def test_each_metric_control_triton_refuses_is_named_in_its_words(valid_repo, family, buckets, triton_says):
+    edit(valid_repo, "add_sub", lambda c: (_metric_control(c, FIRST_RESPONSE, [5.0]), _metric_control(c, family, buckets)))
+    found = {f.rule: f for f in lint_repository(valid_repo).findings if f.model == "add_sub"}
+    assert "metrics-unreadable" in found  # the pinned Triton refuses any model_metrics
+    invalid = found["metrics-control-invalid"]
+    assert invalid.message.startswith("model_metrics.metric_control[1]: Triton 24.11 and newer refuse it")  # the second one
+    assert f'("{triton_says}")' in invalid.message
+
+
+def test_a_valid_metric_control_is_only_the_pinned_tritons_refusal(valid_repo):
+    edit(valid_repo, "add_sub", lambda c: _metric_control(c, FIRST_RESPONSE, [0.5]))  # one bucket: just enough
+    rules = sorted(f.rule for f in lint_repository(valid_repo).findings if f.model == "add_sub")
+    assert rules == ["metrics-unreadable"]
+
+
+@pytest.mark.parametrize(("runtime", "refused"), [
+    ("libtriton_python.so", False), ("sub/libtriton_python.so", False), ("./libtriton_python.so", False),
+    ("sub/../libtriton_python.so", False),
+    ("../libtriton_python.so", True), ("sub/../../libtriton_python.so", True), ("/opt/libtriton_python.so", True),
+])
+def test_runtime_is_refused_only_when_its_path_leaves_the_folder(valid_repo, runtime, refused):
+    edit(valid_repo, "add_sub", lambda c: setattr(c, "runtime", runtime))
+    hits = [f for f in lint_repository(valid_repo).findings if f.rule == "runtime-escapes"]
+    assert bool(hits) is refused
+    if refused:
+        assert f"runtime {runtime!r} leaves the folder" in hits[0].message and "escapes backend directory" in hits[0].message

@@ -102,19 +102,19 @@ def test_damaged_pointer_is_named_blocks_nothing_silently_and_repair_pointer_rec
 
     # the read-only commands still show the releases (to pick a repair target) and flag the pointer
     code, rels, err = cli("releases", "--store", kit.uri)
-    assert code == 5 and {r["release_id"] for r in rels} >= {"r1", "r2"}
+    assert code == 4 and {r["release_id"] for r in rels} >= {"r1", "r2"}
     assert "channel 'production': its pointer is damaged" in _one_line(err) and "repair-pointer" in err
     code, hist, err = cli("history", "--store", kit.uri, "--channel", "production")
-    assert code == 5 and [h["release_id"] for h in hist] == ["r1", "r2"] and "damaged" in _one_line(err)
+    assert code == 4 and [h["release_id"] for h in hist] == ["r1", "r2"] and "damaged" in _one_line(err)
 
     # repair to a release that does not verify is refused, and the pointer is left as it was
     _tamper(kit, store, "releases/r1/models/iris/1/model.py", b"# tampered\n")
-    code, _, err = cli("repair-pointer", "--store", kit.uri, "--channel", "production", "--to", "r1")
+    code, _, err = cli("repair-pointer", "--store", kit.uri, "--channel", "production", "--release", "r1")
     assert code == 4 and "release 'r1'" in _one_line(err) and "not a complete, verified release" in err
     assert store.backend.get_bytes("channels/production.json")[0] == content
 
     # the way out
-    code, out, err = cli("repair-pointer", "--store", kit.uri, "--channel", "production", "--to", "r2")
+    code, out, err = cli("repair-pointer", "--store", kit.uri, "--channel", "production", "--release", "r2")
     assert code == 0 and err == ""
     assert out["to_release"] == "r2" and out["moved"] is True and why in out["damage"]
     pointer = read_channel(store, "production")
@@ -125,7 +125,7 @@ def test_damaged_pointer_is_named_blocks_nothing_silently_and_repair_pointer_rec
     assert code == 0 and err == ""
     result = promote(r3, "r3", store, "production")  # promotion works again
     assert result.previous_release == "r2" and history_agrees(store, "production")[-1].release_id == "r3"
-    code, again, _ = cli("repair-pointer", "--store", kit.uri, "--channel", "production", "--to", "r3")
+    code, again, _ = cli("repair-pointer", "--store", kit.uri, "--channel", "production", "--release", "r3")
     assert code == 0 and again["moved"] is False  # a retried repair changes nothing
 
 
@@ -164,7 +164,7 @@ def test_dangling_pointer_is_flagged_and_plain_rollback_picks_the_newest_verifie
 
     code, rels, err = cli("releases", "--store", kit.uri)
     by_id = {r["release_id"]: r for r in rels}
-    assert code == 5 and by_id["t-3"]["exists"] is False and by_id["t-3"]["channels"] == ["production"]
+    assert code == 4 and by_id["t-3"]["exists"] is False and by_id["t-3"]["channels"] == ["production"]
     assert "the store has no such release" in by_id["t-3"]["problem"]
     assert "channel 'production': it points at release 't-3', that does not exist" in _one_line(err)
     assert "repair-pointer" in err and by_id["r3"]["problem"] is None
@@ -190,7 +190,7 @@ def test_retention_never_deletes_the_newest_verified_release_under_a_dangling_po
     code, _, _ = cli("retention", "--store", kit.uri, "--keep", "0", "--protect-days", "0")
     assert code == 0 and verify_release(store, "r1").ok  # still there on a second pass
 
-    code, out, _ = cli("repair-pointer", "--store", kit.uri, "--channel", "production", "--to", "r1")
+    code, out, _ = cli("repair-pointer", "--store", kit.uri, "--channel", "production", "--release", "r1")
     assert code == 0 and out["from_release"] == "t-3"
     assert read_channel(store, "production").release_id == "r1"
     history_agrees(store, "production")

@@ -130,3 +130,19 @@ def test_moto_killed_and_restarted(tmp_path):
     finally:
         server.stop()
     assert not server.running
+
+
+def test_an_unreachable_endpoint_says_whether_a_write_was_cut_and_a_read_changes_nothing() -> None:
+    """A read-only command (history, releases, verify) must not speak of promotion; a write says it did not complete."""
+    from model_release.errors import ServiceUnavailable
+    from model_release.local.ports import free_port
+    from model_release.store.s3 import S3Backend
+
+    backend = S3Backend("model-store", "iris", fast_client(f"http://127.0.0.1:{free_port()}"))  # nothing listens there
+    with pytest.raises(ServiceUnavailable) as read:
+        backend.head("channels/production.json")
+    assert "during HEAD of s3://model-store/iris/channels/production.json" in str(read.value)
+    assert "nothing was changed" in str(read.value) and "promot" not in str(read.value)
+    with pytest.raises(ServiceUnavailable) as write:
+        backend.put_bytes("channels/production.json", b"{}")
+    assert "this write did not complete" in str(write.value) and "a promotion resumes its uploads" in str(write.value)

@@ -49,9 +49,9 @@ def test_promote_rollback_repair_the_cli_and_a_rejection_each_rewrite_the_page(k
     repair_pointer(store, "production", "r2")
     assert _rows(store)[-1] == ("repair", "r2")
     if kit.kind == "file":  # the CLI opens the store by URI (the S3 kit's endpoint is the test's client)
-        assert store_cli(["rollback", "--store", kit.uri, "--channel", "production", "--to", "r1"]) == 0
+        assert store_cli(["rollback", "--store", kit.uri, "--channel", "production", "--release", "r1"]) == 0
         assert _rows(store)[-1] == ("rollback", "r1")
-        assert store_cli(["repair-pointer", "--store", kit.uri, "--channel", "production", "--to", "r2"]) == 0
+        assert store_cli(["repair-pointer", "--store", kit.uri, "--channel", "production", "--release", "r2"]) == 0
         assert _rows(store)[-1] == ("repair", "r2")
     spec = parse_spec({"name": "iris", "model": {"name": "iris-classifier", "alias": "candidate"},
                        "promote": {"store": kit.uri}})

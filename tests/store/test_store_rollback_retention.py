@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from model_release.errors import ConflictError, SpecError, StoreError
+from model_release.errors import UserError, ConflictError, SpecError, StoreError
 from model_release.store import (history, list_releases, promote, read_channel, retention, rollback, stage_release,
                                  verify_release)
 from model_release.store.keys import MARKER
@@ -33,8 +33,9 @@ def test_rollback_goes_to_the_previous_release_then_further(kit, tmp_path):
     entries = history_agrees(store, "production")
     assert [(e.release_id, e.action) for e in entries] == [
         ("r1", "promote"), ("r2", "promote"), ("r3", "promote"), ("r2", "rollback"), ("r1", "rollback")]
-    with pytest.raises(StoreError, match="no earlier complete release"):
+    with pytest.raises(UserError, match="has no earlier release to roll back to in its history") as caught:
         rollback(store, "production")
+    assert caught.value.exit_code == 2  # a request that cannot be met, not an outage (4)
 
 
 def test_rollback_to_a_named_release_and_refusals(kit, tmp_path):
@@ -52,7 +53,7 @@ def test_rollback_to_a_named_release_and_refusals(kit, tmp_path):
     with pytest.raises(StoreError, match="does-not-exist"):
         rollback(store, "production", "does-not-exist")
     assert read_channel(store, "production").release_id == "r1"
-    with pytest.raises(StoreError, match="points at nothing"):
+    with pytest.raises(UserError, match="points at nothing yet, so there is nothing to roll back"):
         rollback(store, "staging")
 
 

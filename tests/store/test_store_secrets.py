@@ -48,7 +48,7 @@ def test_no_credentials_in_logs_errors_or_cli_output(moto, tmp_path, monkeypatch
         with pytest.raises(ModelReleaseError) as err:
             promote(make_release(tmp_path / "c", small=1, seed="c"), "iris-c", store, "production")
         errors.append(str(err.value))
-        assert store_cli(["verify", "iris-1", "--store", "s3://secrets-test/p"]) != 0
+        assert store_cli(["verify", "--release", "iris-1", "--store", "s3://secrets-test/p"]) != 0
         assert store_cli(["releases", "--store", "s3://no-such-bucket-xyz/p"]) != 0
     finally:
         proxy.close()

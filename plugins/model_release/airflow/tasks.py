@@ -86,6 +86,14 @@ def _workspace(ref: ReleaseRef) -> Workspace:
                          open_mirror=lambda uri: StoreMirror.open(uri, s3_client=hook.s3_client() if uri.startswith("s3://") else None))
 
 
+def _tracking_uri(connections: dict[str, str] | None) -> str:
+    """The MLflow tracking URI of the ``mlflow_conn_id`` connection, checked: a bad URI is refused in one line
+    before MLflow is asked anything."""
+    uri = MlflowHook((connections or {}).get("mlflow_conn_id", MlflowHook.default_conn_name)).tracking_uri()
+    check_tracking_uri(uri)
+    return uri
+
+
 def _store_for(spec: Any, ref_connections: dict[str, str] | None = None) -> Any:
     conns = ref_connections or {}
     return ModelStoreHook(conns.get("aws_conn_id", ModelStoreHook.default_conn_name)).open_store(spec.promote.store)
@@ -93,8 +101,9 @@ def _store_for(spec: Any, ref_connections: dict[str, str] | None = None) -> Any:
 
 @no_retry_on_user_error
 def start(params: dict[str, Any], run_id: str, run_after: Any, *, run: dict[str, Any] | None = None,
-          scheduled: bool = False, is_active: Callable[[dict[str, Any]], bool] | None = None) -> dict[str, Any]:
-    """Validate the spec and the trigger's parameters, pin the candidate version and claim it; name the
+          scheduled: bool = False, is_active: Callable[[dict[str, Any]], bool] | None = None,
+          connections: dict[str, str] | None = None) -> dict[str, Any]:
+    """Validate the spec and the trigger's parameters, resolve the candidate once and claim it; name the
     release (stable across retries) and claim its workspace for this run.
 
     A scheduled run (``scheduled``) first checks, cheaply, that there is a candidate (the spec's alias
@@ -102,12 +111,21 @@ def start(params: dict[str, Any], run_id: str, run_after: Any, *, run: dict[str,
     ``force_retry``), and raises :class:`AirflowSkipException` when not, touching nothing. Everything checkable is then
     checked (:func:`~model_release.pipeline.preflight`, a release id another run's workspace holds
     among it) before anything is written. Every run then claims the version in the channel's ledger
-    (:mod:`model_release.store.ledger`): a version another running run holds is skipped, so two runs never
-    release the same version. Last, the workspace is claimed for this run (``.owner``, in the
+    as the CLI does (:mod:`model_release.store.claim`): a version another live run holds (a DAG run or
+    a ``model-release release`` at a terminal) is skipped with one line naming that run and when it
+    started, so two runs never release the same version. The returned reference carries the claim
+    with the candidate as resolved here (each member's version and run), which intake downloads: no
+    later task asks the alias again. Last, the workspace is claimed for this run (``.owner``, in the
     workspace store when there is one), so the run's own retries, on any worker, find it theirs.
+
+    ``connections`` (``mlflow_conn_id``, ``aws_conn_id``, ``triton_conn_id``: the operators' arguments)
+    name the Airflow connections this task and, through the reference, the later ones use.
     """
     from airflow.sdk.exceptions import AirflowSkipException
 
+    from ..errors import ClaimHeld
+    from ..intake.candidate import resolve_candidate
+    from ..store import claim as claims
     from ..store import ledger
 
     spec_path = Path(params["spec"])
@@ -126,21 +144,20 @@ def start(params: dict[str, Any], run_id: str, run_after: Any, *, run: dict[str,
         digest = hashlib.sha256(run_id.encode()).hexdigest()[:4]
         release_id = f"{spec.name}-{run_after:%Y%m%dT%H%M%SZ}-{digest}"
     run = {**(run or {}), "run_id": run_id, "code_digest": code_digest()}
-    store = _store_for(spec)
-    tracking_uri = MlflowHook().tracking_uri()
-    check_tracking_uri(tracking_uri)  # a bad URI is refused in one line before MLflow is asked anything
+    conns = dict(connections or {})
+    store = _store_for(spec, conns)
+    tracking_uri = _tracking_uri(conns)
     try:
-        version = ledger.candidate_version(tracking_uri, spec.model.name, spec.model.alias, spec.model.version)
+        candidate = resolve_candidate(tracking_uri, spec)  # the one time this run asks the registry's aliases
     except IntakeError as exc:
         if not scheduled:  # a run someone started asks for a candidate that is not there: it fails, saying so
             raise
         # a schedule polls for a candidate: none yet (a fresh registry, training has not set the alias) is nothing new
         raise AirflowSkipException(f"nothing to release: {exc.message}") from None
     # a cascade or fan-out is known by every member's version: new when any member's alias moved
-    claimed = ledger.pipeline_version(version, ledger.candidate_identity(tracking_uri, spec, version))
     force = bool(params.get("force_retry", False))
     if scheduled:
-        new, why = ledger.is_new(store, spec.promote.channel, spec.model.name, claimed)
+        new, why = ledger.is_new(store, spec.promote.channel, spec.model.name, claims.ledger_version(candidate))
         rejected_only = not new and " rejected " in why
         if not new and not (force and rejected_only):
             raise AirflowSkipException(f"nothing to release: {why}")
@@ -148,19 +165,21 @@ def start(params: dict[str, Any], run_id: str, run_after: Any, *, run: dict[str,
     store_uri = workspace if workspace.startswith(("s3://", "file://")) else None
     ref = ReleaseRef(
         release_id=release_id, workspace_root=str(Path(_local_root() if store_uri else workspace).resolve()),
-        spec_path=str(spec_path), overrides={**overrides, "model.version": int(version)}, promote=promote,
-        model=f"models:/{spec.model.name}/{version}", workspace_store=store_uri, run=run,
-        claim={"channel": spec.promote.channel, "model": spec.model.name, "version": claimed},
+        spec_path=str(spec_path), overrides={**overrides, "model.version": int(candidate.version)}, promote=promote,
+        model=f"models:/{spec.model.name}/{candidate.version}", workspace_store=store_uri, run=run, connections=conns,
     )
     ws = _workspace(ref)
     owner = f"airflow run {run_id}"  # the run's own retries (and a cleared run) find the workspace theirs
     preflight(spec, Services(tracking_uri=tracking_uri, open_store=lambda uri: store), promote=promote, ws=ws, owner=owner)
-    decision = ledger.claim(store, spec.promote.channel, spec.model.name, claimed, release_id=release_id, run=run,
-                            retry_rejected=force or not scheduled, retry_released=not scheduled,
-                            is_active=is_active or (lambda holder: True))
-    if not decision.go:
-        raise AirflowSkipException(f"nothing to release: {decision.reason}")
+    try:
+        claim, why = claims.take(store, spec.promote.channel, candidate, release_id=release_id, holder=claims.Holder.airflow(run),
+                                 retry_rejected=force or not scheduled, retry_released=not scheduled, is_active=is_active)
+    except ClaimHeld as exc:  # another live run releases it: this run has nothing to do (finish skips too)
+        raise AirflowSkipException(exc.message) from None
+    if claim is None:
+        raise AirflowSkipException(f"nothing to release: {why}")
     ws.claim(owner)
+    ref.claim = claim.to_dict()
     return ref.to_dict()
 
 
@@ -180,8 +199,11 @@ def code_digest() -> str:
 def intake(data: dict[str, Any]) -> dict[str, Any]:
     from ..pipeline import run_intake
 
+    from ..intake.candidate import Candidate
+
     ref = ReleaseRef.from_dict(data)
-    result = run_intake(ref.spec(), _workspace(ref), _services(ref))
+    claimed = (ref.claim or {}).get("candidate")  # what start resolved and claimed: intake asks no alias again
+    result = run_intake(ref.spec(), _workspace(ref), _services(ref), candidate=Candidate.from_dict(claimed) if claimed else None)
     return ref.after(INTAKE, {"model": result.model_uri, "run_id": result.run_id, "digest": result.content_digest}).to_dict()
 
 
@@ -309,8 +331,7 @@ def rollout(data: dict[str, Any], run_id: str | None = None) -> dict[str, Any]:
                                    f"model_release_fleet_{promoted['channel']} or $MODEL_RELEASE_FLEET): nothing to roll out")
     tracking_uri = None
     if spec.promote.mlflow_alias:  # a watch that rolls back moves the alias back with the pointer
-        tracking_uri = MlflowHook((ref.connections or {}).get("mlflow_conn_id", MlflowHook.default_conn_name)).tracking_uri()
-        check_tracking_uri(tracking_uri)
+        tracking_uri = _tracking_uri(ref.connections)
     try:
         record = rollout_release(_store_for(spec, ref.connections), fleet, spec.serve, release_id=promoted["release_id"],
                                  cache_dir=Path(_local_root()) / "serve-cache", run=run_id, tracking_uri=tracking_uri,
@@ -369,9 +390,8 @@ def finish(data: dict[str, Any] | None, *, nothing_new: str | None = None) -> di
     """
     from airflow.sdk.exceptions import AirflowSkipException
 
+    from ..store import claim as claims
     from ..store import ledger
-    from ..types import PromoteResult
-    from ..stages import STAGE_FOLDERS
 
     if not data:
         if nothing_new:
@@ -381,20 +401,11 @@ def finish(data: dict[str, Any] | None, *, nothing_new: str | None = None) -> di
     if not (data.get("claim") or {}).get("version"):
         raise AirflowSkipException("this run claimed no model version: nothing to record")
     ref = ReleaseRef.from_dict(data)
-    ws = _workspace(ref)
-    errors = {stage: err for stage in STAGE_FOLDERS if (err := ws.load_error(stage)) is not None}
-    promoted = ws.load_result(PROMOTE, PromoteResult) is not None
-    state, reason = ledger.verdict_of(errors, promoted, promote_asked=ref.promote)
-    spec = ref.spec()
-    store = _store_for(spec, ref.connections)
     claim = ref.claim
+    state, reason, entry = claims.settle(_store_for(ref.spec(), ref.connections), claim, _workspace(ref), run=ref.run,
+                                         promote_asked=ref.promote)
     if state is None:
-        ledger.release(store, claim["channel"], claim["model"], claim["version"], release_id=ref.release_id)
         return {"state": "unclaimed", "reason": reason}
-    entry = ledger.settle(store, claim["channel"], claim["model"], claim["version"], release_id=ref.release_id,
-                          run=ref.run, state=state, reason=reason)
-    if entry is not None and entry.get("state") == ledger.REJECTED and state == ledger.RELEASED:
-        state, reason = ledger.REJECTED, entry.get("reason", "")  # the watch rolled it back: that verdict stands
     if state != ledger.RELEASED:  # the run's state says what happened to the release, not that bookkeeping worked
         raise AirflowFailException(f"release {ref.release_id} of {claim['model']} v{claim['version']} {state}: {reason}"
                                    + ("" if entry is not None else " (the ledger entry belongs to another run now)"))
@@ -402,8 +413,11 @@ def finish(data: dict[str, Any] | None, *, nothing_new: str | None = None) -> di
 
 
 @no_retry_on_user_error
-def rollback(params: dict[str, Any]) -> dict[str, Any]:
-    """Move a channel's pointer back (to ``to_release``, default the previous release) and the MLflow alias with it."""
+def rollback(params: dict[str, Any], *, connections: dict[str, str] | None = None) -> dict[str, Any]:
+    """Move a channel's pointer back (to ``to_release``, default the previous release) and the MLflow alias with it.
+
+    ``connections``: the Airflow connections to use, as :func:`start` takes them.
+    """
     from ..store import rollback as store_rollback
     from ..store.registry import MlflowFollower
 
@@ -412,12 +426,11 @@ def rollback(params: dict[str, Any]) -> dict[str, Any]:
         spec_path = HOME / spec_path
     spec = load_spec(spec_path)
     channel = params.get("channel") or spec.promote.channel
-    store = _store_for(spec)
+    store = _store_for(spec, connections)
     follower = None
     alias = spec.promote.mlflow_alias
     if alias:
-        tracking_uri = MlflowHook().tracking_uri()
-        check_tracking_uri(tracking_uri)  # refused before the pointer moves, as the CLI's rollback does
+        tracking_uri = _tracking_uri(connections)  # a bad URI is refused before the pointer moves, as the CLI's rollback does
         follower = MlflowFollower(tracking_uri, alias=alias)
     result = store_rollback(store, channel, params.get("to_release") or None, follower=follower)
     return {**result.to_dict(), "store": spec.promote.store}

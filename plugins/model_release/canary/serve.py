@@ -81,7 +81,9 @@ def _load_npz(path: str, what: str) -> dict[str, np.ndarray]:
 
 def load_golden(spec: ReleaseSpec, export: ExportResult, report: CanaryReport) -> Golden:
     inputs = _load_npz(export.golden_path, "golden set")
-    reference = _load_npz(export.reference_path, "native reference")
+    composed = export.composed_reference or {}  # a cascade's or fan-out's members composed as it composes them
+    reference_path = composed.get("path") or export.reference_path
+    reference = _load_npz(reference_path, "composed reference" if composed else "native reference")
     written = _load_npz(export.truth_path, "ground truth") if export.truth_path else {}
     truth = written.get("target")
     slices = {column: written[SLICE_PREFIX + column] for column in spec.golden.slices if SLICE_PREFIX + column in written}
@@ -91,7 +93,8 @@ def load_golden(spec: ReleaseSpec, export: ExportResult, report: CanaryReport) -
                              "written before the spec named them; re-run the export stage")
     rows = int(len(next(iter(inputs.values())))) if inputs else 0
     report.golden = {
-        "path": export.golden_path, "reference": export.reference_path, "inputs": sorted(inputs), "rows": rows,
+        "path": export.golden_path, "reference": reference_path, "inputs": sorted(inputs), "rows": rows,
+        "reference_of": composed.get("description") or "the release model's native outputs",
         "target": spec.golden.target, "truth": export.truth_path or None, "min_rows": spec.golden.min_rows,
         "min_rows_lowered": spec.golden.min_rows < DEFAULT_MIN_GOLDEN_ROWS, "slices": sorted(slices),
     }

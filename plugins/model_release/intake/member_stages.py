@@ -52,9 +52,13 @@ def member_spec(spec: ReleaseSpec, key: str, ref: MemberRef) -> ReleaseSpec:
     })
 
 
-def intake_members(spec: ReleaseSpec, ws: Workspace, intake: IntakeResult, *,
-                   tracking_uri: str | None = None) -> dict[str, dict[str, Any]]:
-    """Resolve and download every registered member as intake does the release's model; record each member's lineage.
+def intake_members(spec: ReleaseSpec, ws: Workspace, intake: IntakeResult, *, tracking_uri: str | None = None,
+                   pinned: dict[str, Lineage] | None = None) -> dict[str, dict[str, Any]]:
+    """Download every registered member as intake does the release's model; record each member's lineage.
+
+    ``pinned``: each member's version as the run resolved it when it claimed the release
+    (:class:`~.candidate.Candidate`); a member found there is downloaded at that version, with the
+    alias it had then, and its alias is not asked again. A member missing from it is resolved here.
 
     Returns:
         key -> ``{"lineage": {...}, "intake": IntakeResult dict | None}``: a registered member's
@@ -79,8 +83,12 @@ def intake_members(spec: ReleaseSpec, ws: Workspace, intake: IntakeResult, *,
             found[key] = {"lineage": {**Lineage(key, "unregistered", source=source).to_dict(), "file_sha256": digest},
                           "intake": None}
         else:
+            held = (pinned or {}).get(key)
+            alias = ref.alias
+            if held is not None and held.version is not None:  # the version the run claimed, not the alias's now
+                ref, alias = MemberRef(ref.kind, ref.source, ref.name, None, int(held.version)), held.alias
             try:
-                got = resolve(member_spec(spec, key, ref), MemberWorkspace(ws, key), tracking_uri=tracking_uri)
+                got = resolve(member_spec(spec, key, ref), MemberWorkspace(ws, key), tracking_uri=tracking_uri, alias=alias)
             except ModelReleaseError as exc:
                 raise exc.restated(f"member {key!r} ({source}): {exc.message}") from None
             lineage = Lineage(key, "registered", got.model_name, got.version, got.run_id, got.alias, got.source)

@@ -96,6 +96,7 @@ def resolve(
     *,
     tracking_uri: str | None = None,
     client: Any = None,
+    alias: str | None = None,
 ) -> IntakeResult:
     """Resolve ``spec.model`` to one model version, download it and describe it.
 
@@ -104,6 +105,8 @@ def resolve(
         ws: the release workspace; the model goes to ``<ws>/intake/model``.
         tracking_uri: the MLflow tracking (and registry) URI; MLflow's default when None.
         client: an ``MlflowClient`` to use instead of building one from ``tracking_uri``.
+        alias: the alias that named the version when the run claimed it, recorded in the lineage,
+            when ``spec.model`` pins that version (:mod:`.candidate`: the alias is not asked again).
 
     Returns:
         The intake result (the pipeline's stage runner saves it as ``<ws>/intake/intake.json``).
@@ -120,7 +123,7 @@ def resolve(
         client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
     tracking_uri = tracking_uri or getattr(client, "_registry_uri", None) or getattr(client, "tracking_uri", None)
     ref = spec.model
-    version = _find_version(client, ref.name, ref.alias, ref.version)
+    version = find_version(client, ref.name, ref.alias, ref.version)
     run = _get_run(client, version.run_id) if version.run_id else None
 
     stage = ws.stage_dir(INTAKE, fresh=True)
@@ -148,7 +151,7 @@ def resolve(
     result = IntakeResult(
         model_name=ref.name,
         version=str(version.version),
-        alias=ref.alias,
+        alias=alias if alias is not None else ref.alias,
         run_id=version.run_id,
         source=redact(str(version.source)),
         flavor=flavor,
@@ -187,7 +190,14 @@ def _not_found(exc: Exception) -> bool:
     return code == "RESOURCE_DOES_NOT_EXIST" or (code == "INVALID_PARAMETER_VALUE" and "not found" in str(exc))
 
 
-def _find_version(client: Any, name: str, alias: str | None, version: int | None) -> Any:
+def find_version(client: Any, name: str, alias: str | None, version: int | None) -> Any:
+    """The registry's ModelVersion that ``alias`` (or ``version``) of model ``name`` names.
+
+    Raises:
+        IntakeError: no such model (close names suggested), alias (the model's aliases listed) or
+            version (its versions listed).
+        ServiceUnavailable: MLflow could not be reached (within its request limits).
+    """
     from mlflow.exceptions import MlflowException
 
     try:
@@ -212,7 +222,9 @@ def _find_version(client: Any, name: str, alias: str | None, version: int | None
             raise _mlflow_boundary(exc, f"read model {name!r}") from exc
     if alias is not None:
         aliases = dict(getattr(model, "aliases", {}) or {})
-        valid = ", ".join(f"{a} (version {v})" for a, v in sorted(aliases.items())) or "none; set one with MlflowClient().set_registered_model_alias"
+        valid = (", ".join(f"{a} (version {v})" for a, v in sorted(aliases.items()))
+                 or "none: set the alias on the version to release (MlflowClient().set_registered_model_alias), or wait "
+                    "for training to set it")
         raise IntakeError(f'model "{name}" has no alias "{alias}"; its aliases: {valid}')
     versions = sorted(int(v.version) for v in client.search_model_versions(f"name='{name}'"))
     raise IntakeError(

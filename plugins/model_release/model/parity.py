@@ -64,7 +64,7 @@ class OutputParity:
         if self.kind == "label":
             return (
                 f'output "{self.name}" agrees with {reference} on {self.agreement:.4%} of {self.total_rows} rows '
-                f"({self.failing_rows} differ; required agreement {self.min_agreement:.4%})"
+                f"({self.failing_rows} differ; required agreement {self.min_agreement:.4%}){self._rows()}"
             )
         text = (
             f'output "{self.name}" differs from {reference} on {self.failing_rows} of {self.total_rows} rows '
@@ -74,7 +74,14 @@ class OutputParity:
         )
         if self.nonfinite:
             text += f"; {self.nonfinite} NaN/Inf elements where {reference} is finite"
-        return text
+        return text + self._rows()
+
+    def _rows(self) -> str:
+        """The golden rows that differ most (0-based; at most ``worst_k``), for a failed output."""
+        if self.passed or not self.worst_rows:
+            return ""
+        more = ", ..." if self.failing_rows > len(self.worst_rows) else ""
+        return f"; {'worst rows' if self.kind == 'numeric' else 'rows'} {', '.join(map(str, self.worst_rows))}{more}"
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

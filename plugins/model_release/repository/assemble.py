@@ -152,10 +152,12 @@ def _models_of_shape(
         return [_leaf_model(spec.name, release_leaf, spec)], {EMBEDDING: vector}, None
     if shape == "cascade":
         block = _block(spec.repository.cascade, shape)
-        return _cascade(spec, release_leaf, block, export), {PROBABILITIES: block.output, ANSWERED_BY: ANSWERED_BY}, None
+        models = _cascade(spec, release_leaf, block, export)
+        return models, {PROBABILITIES: block.output, ANSWERED_BY: ANSWERED_BY}, _pipeline_labels(spec, intake, models[-1])
     if shape == "fanout":
         block = _block(spec.repository.fanout, shape)
-        return _fanout(spec, release_leaf, block, export), {PROBABILITIES: block.output}, None
+        models = _fanout(spec, release_leaf, block, export)
+        return models, {PROBABILITIES: block.output}, _pipeline_labels(spec, intake, models[-1])
     raise AssembleError(  # pragma: no cover - the spec's Literal refuses it first
         f"repository.shape {shape!r} is unknown; valid: classifier, embedding, cascade, fanout, single")
 
@@ -360,6 +362,18 @@ def _labels(spec: ReleaseSpec, intake: IntakeResult, probs: TensorSpec) -> list[
     if len(set(labels)) != len(labels):
         raise AssembleError(f"{origin} repeats a name ({labels}); labels must be distinct")
     return labels
+
+
+def _pipeline_labels(spec: ReleaseSpec, intake: IntakeResult, entry: ModelDir) -> list[str] | None:
+    """A cascade's or fan-out's class names: ``repository.labels``, checked as a classifier's are against the
+    model's classes and the width of the scores the entry model serves; None without them (class values).
+
+    They name the classes of the served scores, so the canary reads a ground truth given in label names
+    (``golden.target``) as it does a classifier's; the served outputs stay the scores."""
+    if spec.repository.labels is None:
+        return None
+    scores = entry.config.output[0]
+    return _labels(spec, intake, TensorSpec(scores.name, "FP32", (int(scores.dims[0]),)))
 
 
 def _same_inputs(members: dict[str, _Leaf]) -> list[TensorSpec]:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..spec import ReleaseSpec, parse_spec
+from ..spec import ReleaseSpec, spec_from_record
 from ..store.model_store import ModelStore
 from .fleet import Fleet
 from .guard import WatchPlan
@@ -49,9 +49,7 @@ def recorded_spec(store: ModelStore, release_id: str) -> ReleaseSpec | None:
     doc = got[0].get("spec") if got else None
     if not isinstance(doc, dict):
         return None
-    base_dir, source = doc.get("base_dir"), doc.get("source")
-    return parse_spec(doc, origin=f"recorded in release {release_id!r}", base_dir=base_dir if isinstance(base_dir, str) else None,
-                      source=source if isinstance(source, str) else None)
+    return spec_from_record(doc, origin=f"recorded in release {release_id!r}")
 
 
 def watch_plan(serve: Any, *, tracking_uri: str | None = None, alias: str = "production",

@@ -57,7 +57,7 @@ from __future__ import annotations
 from .canary import DEFAULT_QUALITY_GATES, CanarySpec, ChampionGates, InconclusiveSpec, LoadSpec, MetricGate, TuneSpec
 from .paired import CalibrationGates, ClassGates
 from .loader import MAX_SPEC_BYTES, MAX_SPEC_DEPTH, MAX_SPEC_NODES, parse_yaml, read_bounded_text
-from .release import MAX_LISTED_ERRORS, ReleaseSpec, load_spec, parse_spec
+from .release import MAX_LISTED_ERRORS, ReleaseSpec, load_spec, parse_spec, spec_from_record
 from .schedule import check_schedule, schedule_value
 from .sections import (
     DEFAULT_MIN_GOLDEN_ROWS, MAX_MODEL_VERSION, ExportSpec, GoldenSpec, ModelRef, PromoteSpec, ShapeRange, TensorRTSpec,
@@ -72,5 +72,5 @@ __all__ = [
     "MAX_SPEC_DEPTH", "MAX_SPEC_NODES", "MetricGate", "ModelRef", "ProbeSpec", "PromoteSpec", "RELEASE", "ReleaseSpec",
     "RepositorySpec", "ServeSpec", "ShapeRange", "TensorRTSpec", "Tolerance", "Tolerances", "TuneSpec", "WarmupSpec", "WatchLimit",
     "WatchSpec", "check_schedule",
-    "load_spec", "parse_spec", "parse_yaml", "read_bounded_text", "schedule_value",
+    "load_spec", "parse_spec", "spec_from_record", "parse_yaml", "read_bounded_text", "schedule_value",
 ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -24,12 +24,19 @@ class MetricGate(_Strict):
     every metric; giving it is optional and must agree.
     """
 
-    threshold: float | None = None
-    min_absolute_change: float | None = Field(None, gt=0)
-    min_relative_change: float | None = Field(None, ge=0, le=1)
-    max_absolute_drop: float | None = Field(None, ge=0)
-    max_relative_drop: float | None = Field(None, ge=0)
-    greater_is_better: bool | None = None
+    threshold: float | None = Field(None, description="The value the served metric must reach (MLflow's "
+                                                      "MetricThreshold threshold, checked by MLflow).")
+    min_absolute_change: float | None = Field(None, gt=0, description="The improvement on the champion the candidate "
+                                                                      "must show, in the metric's units (MLflow's).")
+    min_relative_change: float | None = Field(None, ge=0, le=1, description="The improvement on the champion the "
+                                                                            "candidate must show, as a share (MLflow's).")
+    max_absolute_drop: float | None = Field(None, ge=0, description="How much worse than the champion the candidate "
+                                                                    "may be, in the metric's units (decided with "
+                                                                    "canary.confidence on the same rows).")
+    max_relative_drop: float | None = Field(None, ge=0, description="How much worse than the champion the candidate "
+                                                                    "may be, as a share of the champion's value.")
+    greater_is_better: bool | None = Field(None, description="Known for every metric; optional, and refused when it "
+                                                             "disagrees.")
 
     @field_validator("threshold", "min_absolute_change", "min_relative_change", "max_absolute_drop", "max_relative_drop")
     @classmethod
@@ -114,6 +121,10 @@ class EmbeddingGates(_Strict):
         "gated with or without a re-index: a collapsed or scrambled space loses its neighbours."))
 
 
+#: ``canary.load.batch_rows`` when the spec gives none and ``repository.max_batch_size`` is not smaller
+DEFAULT_LOAD_BATCH_ROWS = 16
+
+
 class LoadSpec(_Strict):
     """``canary.load``: the load phase after the correctness replay, measured as perf_analyzer measures.
 
@@ -122,7 +133,9 @@ class LoadSpec(_Strict):
     p50 and p99 within ``stability`` (relative) or ``budget_s`` of measuring is spent. Candidate
     and champion alternate window by window. Gates: any request error; the candidate's p99 at most
     ``max_p99_ratio`` x the champion's; its throughput at least ``min_throughput_ratio`` x the
-    champion's; ``canary.p99_ms`` (an absolute SLO) when set.
+    champion's; ``canary.p99_ms`` (an absolute SLO) when set. A window runs on past ``window_s``
+    until it holds ``min_requests`` requests (within the budget), so a slow model's p99 rests on
+    enough of them; a ratio gate passes only on pairs of such windows.
 
     ``when_blocked``: what happens when the correctness replay has already blocked the release (a gate
     on the served outputs failed, decided: parity, contract, ground-truth quality, flips, classes).
@@ -131,18 +144,61 @@ class LoadSpec(_Strict):
     ``measure``: they run anyway, for the latency figures of a release that is blocked already.
     """
 
-    enabled: bool = True
-    when_blocked: Literal["skip", "measure"] = "skip"
-    concurrency: int = Field(4, ge=1, le=256)
-    batch_rows: int = Field(16, ge=1)
-    warmup_s: float = Field(1.0, ge=0, le=600)
-    window_s: float = Field(1.0, gt=0, le=600)
-    stable_windows: int = Field(3, ge=2, le=20)
-    stability: float = Field(0.1, gt=0, le=1)
-    budget_s: float = Field(20.0, gt=0, le=3600)
-    request_timeout_s: float = Field(30.0, gt=0)
-    max_p99_ratio: float = Field(1.25, gt=0)
-    min_throughput_ratio: float = Field(0.8, gt=0)
+    enabled: bool = Field(True, description="Whether the load phase runs; off, its gates are skipped saying so.")
+    when_blocked: Literal["skip", "measure"] = Field(
+        "skip", description="skip: no tuning or load phase once the replay blocked the release (nothing measured "
+        "under load could unblock it); measure: run them anyway, for the figures.")
+    concurrency: int = Field(4, ge=1, le=256, description="Requests kept in flight (closed loop), as perf_analyzer's "
+                             "--concurrency-range; each has its own kept-open connection.")
+    batch_rows: int = Field(DEFAULT_LOAD_BATCH_ROWS, ge=1, description="Golden rows per request, every one counted: "
+                            "16, or repository.max_batch_size when that is smaller; given, at most it (Triton refuses more).")
+    warmup_s: float = Field(1.0, ge=0, le=600, description="Seconds of load per model before measuring, discarded.")
+    window_s: float = Field(1.0, gt=0, le=600, description="The shortest measurement window, in seconds; a window "
+                            "runs on past it until it holds min_requests requests.")
+    min_requests: int = Field(100, ge=1, le=1_000_000, description="The fewest requests a window's p99 rests on (fewer "
+                              "and it is about the slowest request): a slow model's windows run on until they hold "
+                              "this many, within budget_s; a ratio gate passes only on pairs of such windows.")
+    stable_windows: int = Field(3, ge=2, le=20, description="How many last windows must agree on p50 and p99 (within "
+                                "stability) to settle, as perf_analyzer's stability rule.")
+    stability: float = Field(0.1, gt=0, le=1, description="The relative spread of p50 and p99 over the last "
+                             "stable_windows windows that counts as settled.")
+    budget_s: float = Field(20.0, gt=0, le=3600, description="Seconds of measuring (warm-up excluded) at most; while a "
+                            "ratio gate cannot decide, the phase measures more window pairs up to this budget.")
+    request_timeout_s: float = Field(30.0, gt=0, description="Seconds to wait for one request's answer (and to "
+                                     "connect) before it counts as an error.")
+    max_p99_ratio: float = Field(1.25, gt=0, description="The candidate's p99 latency under load at most this many "
+                                 "times the champion's, decided from an interval over the window pairs.")
+    min_throughput_ratio: float = Field(0.8, gt=0, description="The candidate's throughput under load at least this "
+                                        "share of the champion's, decided from an interval over the window pairs.")
+
+
+def load_rows_default(data: Any) -> Any:
+    """A release spec's raw mapping with ``canary.load.batch_rows`` set to ``repository.max_batch_size`` where the
+    spec gives none and the default (16) would be more than the entry model takes; anything else as it is."""
+    if not isinstance(data, dict):
+        return data
+    repository, canary = data.get("repository"), data.get("canary", {})
+    most = repository.get("max_batch_size") if isinstance(repository, dict) else None
+    if isinstance(most, bool) or not isinstance(most, int) or not 0 < most < DEFAULT_LOAD_BATCH_ROWS:
+        return data
+    load = canary.get("load", {}) if isinstance(canary, dict) else None
+    if not isinstance(load, dict) or "batch_rows" in load:
+        return data
+    return {**data, "canary": {**canary, "load": {**load, "batch_rows": most}}}
+
+
+def batch_rows_refusal(batch_rows: int, max_batch_size: int, whose: str, fix: str = "") -> str | None:
+    """Why requests of ``batch_rows`` rows cannot go to an entry model of ``max_batch_size`` (0: it does not batch), or None.
+
+    Args:
+        whose: the maximum in words (``repository.max_batch_size``, or the served entry model's).
+        fix: another way out, after the first (``or raise repository.max_batch_size``).
+    """
+    if not 0 < max_batch_size < batch_rows:
+        return None
+    return (f"canary.load.batch_rows {batch_rows} is above {whose} {max_batch_size}: Triton refuses a request of more "
+            f"rows than the entry model's max_batch_size, and cut to {max_batch_size} rows the load phase would count "
+            f"rows it never sent. Set canary.load.batch_rows to at most {max_batch_size}{fix}")
 
 
 class TuneSpec(_Strict):
@@ -165,14 +221,21 @@ class TuneSpec(_Strict):
     against the champion. 0 searches on every release.
     """
 
-    enabled: bool = False
-    budget_s: float = Field(90.0, gt=0, le=3600)
-    trial_s: float = Field(1.5, gt=0, le=600)
-    instances: list[int] = Field([1, 2], min_length=1)
-    dynamic_batching: list[bool] = Field([False, True], min_length=1)
-    max_queue_delay_us: list[int] = Field([100, 2000], min_length=1)
-    preferred_batch_sizes: list[list[int]] = Field([[]], min_length=1)
-    reuse_days: float = Field(7.0, ge=0, le=3650)
+    enabled: bool = Field(False, description="Search a serving configuration for the leaf models on the canary and "
+                                             "ship the fastest that meets the SLO and the champion ratio.")
+    budget_s: float = Field(90.0, gt=0, le=3600, description="Seconds the whole search may take.")
+    trial_s: float = Field(1.5, gt=0, le=600, description="Seconds each trial is measured under the load phase's "
+                                                          "concurrency and batch size.")
+    instances: list[int] = Field([1, 2], min_length=1, description="Instance counts tried (1 to 64 each).")
+    dynamic_batching: list[bool] = Field([False, True], min_length=1, description="Whether trials run without and/or "
+                                                                                  "with Triton's dynamic batcher.")
+    max_queue_delay_us: list[int] = Field([100, 2000], min_length=1, description="The dynamic batcher's queue delays "
+                                                                                 "tried, in microseconds.")
+    preferred_batch_sizes: list[list[int]] = Field([[]], min_length=1, description="The dynamic batcher's preferred "
+                                                                                   "batch sizes tried ([] for none).")
+    reuse_days: float = Field(7.0, ge=0, le=3650, description="Carry the champion's setting, searched at most this many "
+                                                              "days ago for a release of the same tuning fingerprint, "
+                                                              "instead of searching again; 0 searches every time.")
 
     @field_validator("instances")
     @classmethod
@@ -193,8 +256,10 @@ class InconclusiveSpec(_Strict):
     in the channel's ledger for the schedule's next run. The CLI does not retry: it exits 5.
     """
 
-    retries: int = Field(2, ge=0, le=20)
-    retry_delay_s: float = Field(600.0, ge=0, le=86_400)
+    retries: int = Field(2, ge=0, le=20, description="How many times an Airflow run's canary task tries again "
+                                                     "(rescheduled, its pool slot freed) after an inconclusive canary.")
+    retry_delay_s: float = Field(600.0, ge=0, le=86_400, description="Seconds between those tries, so that a quieter "
+                                                                     "canary may decide.")
 
 
 class CanarySpec(_Strict):

@@ -84,10 +84,16 @@ class ClassGates(_Strict):
     ``golden.slices`` needs. ``enabled: false`` turns both class gates off.
     """
 
-    enabled: bool = True
-    min_support: int = Field(DEFAULT_MIN_CLASS_SUPPORT, ge=1)
-    max_recall_drop: float | None = Field(DEFAULT_MAX_RECALL_DROP, ge=0, le=1)
-    max_precision_drop: float | None = Field(DEFAULT_MAX_PRECISION_DROP, ge=0, le=1)
+    enabled: bool = Field(True, description="false turns both class gates off; the per-class table stays in the report.")
+    min_support: int = Field(DEFAULT_MIN_CLASS_SUPPORT, ge=1,
+                             description="Golden rows a class (or a slice) needs to be gated: below it one row moves "
+                                         "recall by more than 3 points; smaller classes are shown, not gated.")
+    max_recall_drop: float | None = Field(DEFAULT_MAX_RECALL_DROP, ge=0, le=1,
+                                          description="How much lower one class's recall may be than the champion's "
+                                                      "(null: off): a class may trade a few rows, not collapse.")
+    max_precision_drop: float | None = Field(DEFAULT_MAX_PRECISION_DROP, ge=0, le=1,
+                                             description="How much lower one class's precision may be than the "
+                                                         "champion's (null: off).")
 
 
 class CalibrationGates(_Strict):
@@ -99,6 +105,10 @@ class CalibrationGates(_Strict):
     diagram. The log-loss change gate is ``canary.quality.log_loss`` (on by default).
     """
 
-    max_ece: float | None = Field(None, ge=0, le=1)
-    max_ece_increase: float | None = Field(None, ge=0, le=1)
-    bins: int = Field(DEFAULT_BINS, ge=2, le=100)
+    max_ece: float | None = Field(None, ge=0, le=1, description="The highest expected calibration error of the "
+                                                                "candidate's class scores (null: off, as what calibration "
+                                                                "a model needs only its owner knows).")
+    max_ece_increase: float | None = Field(None, ge=0, le=1, description="How much higher the candidate's ECE may be "
+                                                                         "than the champion's on the same rows (null: off).")
+    bins: int = Field(DEFAULT_BINS, ge=2, le=100, description="Equal-width bins of the top-1 score for the ECE and the "
+                                                              "reliability diagram.")

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError, field_validator
+from pydantic import ValidationError, field_validator, model_validator
 
 from .. import names
 from ..errors import SpecError
 from ..safe_text import echo
-from .canary import CanarySpec
+from .canary import CanarySpec, batch_rows_refusal, load_rows_default
 from .loader import parse_yaml, read_spec_text
 from .schedule import check_schedule
 from .sections import ExportSpec, GoldenSpec, ModelRef, PromoteSpec, TensorRTSpec
@@ -53,6 +53,19 @@ class ReleaseSpec(_Strict):
                 "it becomes a Triton model name and a folder name"
             )
         return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _load_rows_follow_the_repository(cls, data: Any) -> Any:
+        return load_rows_default(data)
+
+    @model_validator(mode="after")
+    def _load_rows_fit(self) -> "ReleaseSpec":
+        refusal = batch_rows_refusal(self.canary.load.batch_rows, self.repository.max_batch_size,
+                                     "repository.max_batch_size", ", or raise repository.max_batch_size")
+        if refusal:
+            raise ValueError(refusal)
+        return self
 
     @property
     def where(self) -> str:
@@ -104,8 +117,10 @@ def parse_spec(
     data = dict(data)
     for dotted, value in (overrides or {}).items():
         _set_dotted(data, dotted, value)
-    data.pop("base_dir", None)
-    data.pop("source", None)
+    for key in RECORDED_ONLY:  # set by load_spec from the file, never written in a spec
+        if key in data:
+            raise SpecError(f"release spec {origin} is invalid: {key}: unknown field '{key}' (model-release records "
+                            f"where the spec was read from itself; remove it)")
     if base_dir is not None:
         data["base_dir"] = base_dir
     if source is not None:
@@ -115,6 +130,19 @@ def parse_spec(
     except ValidationError as exc:
         given = "; ".join(f"{k}={echo(v)}" for k, v in (overrides or {}).items())
         raise SpecError(_format_errors(origin, exc) + (f" (overridden: {given})" if given else "")) from None
+
+
+#: the fields load_spec sets from the spec's file; a spec that writes them is refused, a recorded one carries them
+RECORDED_ONLY = ("base_dir", "source")
+
+
+def spec_from_record(doc: dict[str, Any], *, origin: str) -> ReleaseSpec:
+    """A spec as a release recorded it (``ReleaseSpec.model_dump()``: the manifest's ``spec``, export's
+    ``spec.json``), with its relative paths resolved against the folder it was read from then."""
+    data = dict(doc)
+    base_dir, source = data.pop("base_dir", None), data.pop("source", None)
+    return parse_spec(data, origin=origin, base_dir=base_dir if isinstance(base_dir, str) else None,
+                      source=source if isinstance(source, str) else None)
 
 
 def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> ReleaseSpec:

@@ -16,9 +16,11 @@ MAX_MODEL_VERSION = 2**31 - 1
 
 
 class ModelRef(_Strict):
-    name: str
-    alias: str | None = None
-    version: int | None = Field(None, ge=1, le=MAX_MODEL_VERSION)
+    name: str = Field(description="The registered model's name in the MLflow registry (MLflow's own naming rules).")
+    alias: str | None = Field(None, description="The alias to release (e.g. candidate), resolved once to one version "
+                                                "at the start of the run; give this or version.")
+    version: int | None = Field(None, ge=1, le=MAX_MODEL_VERSION,
+                                description="A fixed model version to release instead of an alias; give this or alias.")
 
     @field_validator("name")
     @classmethod
@@ -67,15 +69,24 @@ class GoldenSpec(_Strict):
     their values (a slice of fewer than ``canary.classes.min_support`` rows is listed, not gated).
     """
 
-    source: Literal["input_example", "file"] = "input_example"
-    path: str | None = None
-    rows: int = Field(4096, ge=1)
-    batch_rows: int = Field(1024, ge=1)
-    target: str | None = Field(None, min_length=1)
-    min_rows: int = Field(DEFAULT_MIN_GOLDEN_ROWS, ge=1)
-    #: NaN/Inf in golden inputs are refused unless the model takes missing values (tree ensembles)
-    allow_nonfinite_inputs: bool = False
-    slices: list[str] = Field([], max_length=MAX_SLICE_COLUMNS)
+    source: Literal["input_example", "file"] = Field(
+        "input_example", description="Where the golden rows come from: the input example logged with the model, or "
+                                     "a file (path); only a file can hold ground truth.")
+    path: str | None = Field(None, description="The golden file (.npz or .parquet), relative to the spec; keys are the "
+                                               "model's Triton input names, plus the target and slice columns.")
+    rows: int = Field(4096, ge=1, description="At most this many golden rows are replayed (the file is cut, not sampled).")
+    batch_rows: int = Field(1024, ge=1, description="Rows read, checked and replayed at a time: memory follows this, "
+                                                    "not the file's size.")
+    target: str | None = Field(None, min_length=1, description="The golden file's ground-truth column (class values or "
+                                                               "label names, numbers for a regressor); without it the "
+                                                               "quality gates are skipped and the report says so.")
+    min_rows: int = Field(DEFAULT_MIN_GOLDEN_ROWS, ge=1, description="Fewer golden rows are refused before anything is "
+                                                                      "converted; a lower value is recorded in the report.")
+    allow_nonfinite_inputs: bool = Field(False, description="Accept NaN or infinite golden inputs, for models that "
+                                                            "take missing values (tree ensembles); refused otherwise.")
+    slices: list[str] = Field([], max_length=MAX_SLICE_COLUMNS,
+                              description="Categorical columns of the golden file whose values are gated one by one "
+                                          "(a classifier's accuracy and negative flips per slice); needs target.")
 
     @model_validator(mode="after")
     def _path_when_file(self) -> "GoldenSpec":
@@ -174,11 +185,16 @@ class TensorRTSpec(_Strict):
 
 
 class PromoteSpec(_Strict):
-    store: str = "s3://model-store/releases"
-    channel: str = "production"
-    mlflow_alias: str | None = "production"
-    #: acknowledges an interface break against the production champion: the reason, recorded in the manifest
-    breaking_change: str | None = Field(None, min_length=1)
+    store: str = Field("s3://model-store/releases", description="The model store the release is uploaded to: "
+                                                                "s3://BUCKET[/PREFIX] or file:///ABSOLUTE/PATH.")
+    channel: str = Field("production", description="The channel whose pointer moves to the release once the canary "
+                                                   "passed; its current release is the champion the canary judges against.")
+    mlflow_alias: str | None = Field("production", description="The MLflow alias moved to the released version with "
+                                                               "the channel (and back on rollback); null: none.")
+    breaking_change: str | None = Field(None, min_length=1, description="The reason for an acknowledged interface break "
+                                                                        "against the champion (an input renamed, a label "
+                                                                        "set changed), recorded in the manifest; without "
+                                                                        "it any break blocks.")
 
     @field_validator("mlflow_alias")
     @classmethod

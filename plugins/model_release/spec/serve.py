@@ -55,9 +55,12 @@ class WatchLimit(_Strict):
     ceiling passes. A ratio needs an old figure: without one only ``absolute`` applies.
     """
 
-    absolute: float | None = Field(None, ge=0)
-    ratio: float | None = Field(None, ge=1)
-    floor: float = Field(0.0, ge=0)
+    absolute: float | None = Field(None, ge=0, description="The ceiling the new release's figure may not exceed (a "
+                                                           "share for error rates, microseconds for times).")
+    ratio: float | None = Field(None, ge=1, description="The ceiling as a multiple of the old release's figure in the "
+                                                        "same interval (the lower of the two ceilings applies).")
+    floor: float = Field(0.0, ge=0, description="The old figure is taken as at least this, so that an old 0.0% error "
+                                                "rate or a 40 us mean does not turn noise into a failure.")
 
     def ceiling(self, old: float | None) -> tuple[float | None, str]:
         """The ceiling for the new figure given the old release's, and how it was formed.
@@ -100,9 +103,11 @@ class ProbeSpec(_Strict):
     ``timeout_s`` each; their error rate is judged as ``probe error rate``.
     """
 
-    rows: str | None = Field(None, min_length=1)
-    requests: int = Field(4, ge=1, le=64)
-    timeout_s: float = Field(5.0, gt=0, le=60)
+    rows: str | None = Field(None, min_length=1, description="A JSON file of production-like request bodies (relative "
+                                                             "to the spec) the watch sends itself: how a failing BLS "
+                                                             "step is seen, as Triton counts its error as a success.")
+    requests: int = Field(4, ge=1, le=64, description="Probe requests per server and interval.")
+    timeout_s: float = Field(5.0, gt=0, le=60, description="Seconds a probe request may take before it counts as failed.")
 
 
 class WatchSpec(_Strict):
@@ -129,19 +134,28 @@ class WatchSpec(_Strict):
             successes; judged as ``signal error rate`` over the entry model's requests.
     """
 
-    enabled: bool = True
-    bake_s: float = Field(120.0, gt=0, le=86400)
-    interval_s: float = Field(10.0, gt=0, le=3600)
-    min_requests: int = Field(20, ge=1)
-    failures: int = Field(2, ge=1, le=100)
-    settle: int = Field(2, ge=1, le=100)
-    budget_s: float = Field(600.0, gt=0, le=7 * 86400)
-    error_rate: WatchLimit = Field(default_factory=_error_limit)
-    mean_request_us: WatchLimit = Field(default_factory=_time_limit)
-    mean_queue_us: WatchLimit = Field(default_factory=_time_limit)
-    p99_us: WatchLimit = Field(default_factory=_p99_limit)
-    error_signal: str | None = Field(None, pattern=r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
-    probe: ProbeSpec = Field(default_factory=ProbeSpec)
+    enabled: bool = Field(True, description="Watch each roll-out wave on the servers' own metrics and roll back on "
+                                            "a failure; off where no traffic flows (each wave would hold inconclusive).")
+    bake_s: float = Field(120.0, gt=0, le=86400, description="Seconds each wave is watched.")
+    interval_s: float = Field(10.0, gt=0, le=3600, description="Seconds one measurement covers.")
+    min_requests: int = Field(20, ge=1, description="User requests an interval needs before its measurement is judged "
+                                                    "(probe requests do not count).")
+    failures: int = Field(2, ge=1, le=100, description="Failing measurements that roll the wave back.")
+    settle: int = Field(2, ge=1, le=100, description="The last this many measurements must pass before a wave passes.")
+    budget_s: float = Field(600.0, gt=0, le=7 * 86400, description="Past this, an unjudged wave stops and asks a "
+                                                                   "person: silence never promotes.")
+    error_rate: WatchLimit = Field(default_factory=_error_limit, description="The ceiling on the new release's share "
+                                                                             "of failed requests.")
+    mean_request_us: WatchLimit = Field(default_factory=_time_limit, description="The ceiling on its mean request time, "
+                                                                                 "in microseconds.")
+    mean_queue_us: WatchLimit = Field(default_factory=_time_limit, description="The ceiling on its mean queue time, "
+                                                                               "in microseconds.")
+    p99_us: WatchLimit = Field(default_factory=_p99_limit, description="The ceiling on its p99 from Triton's summaries "
+                                                                       "(--metrics-config=summary_latencies=true).")
+    error_signal: str | None = Field(None, pattern=r"^[a-zA-Z_:][a-zA-Z0-9_:]*$",
+                                     description="A custom counter a python step increments on an error, watched as a "
+                                                 "share of requests.")
+    probe: ProbeSpec = Field(default_factory=ProbeSpec, description="Requests the watch sends itself to each server.")
 
     @model_validator(mode="after")
     def _consistent(self) -> "WatchSpec":

@@ -144,7 +144,9 @@ class RepositorySpec(_Strict):
     max_batch_size: int = Field(64, ge=0, le=1 << 20)
     instances: int = Field(1, ge=1, le=64)
     dynamic_batching: DynamicBatching | None = DynamicBatching()
-    labels: list[str] | None = None
+    labels: list[str] | None = Field(None, description=(
+        "The class names in class order, one per class of the model: the classifier's served label, and for cascade "
+        "and fan-out the names of their served scores' classes, so golden.target may give the ground truth in names"))
     top_k: int = Field(1, ge=1)
     preprocess: bool = False
     model_version: int | None = Field(None, ge=1)

@@ -33,8 +33,9 @@ class _Strict(BaseModel):
 
 
 class Tolerance(_Strict):
-    atol: float = Field(1e-5, ge=0)
-    rtol: float = Field(1e-4, ge=0)
+    atol: float = Field(1e-5, ge=0, description="Absolute tolerance: an element fails only when it differs by more "
+                                                "than this and by more than rtol.")
+    rtol: float = Field(1e-4, ge=0, description="Relative tolerance, to the reference's value.")
 
 
 class Tolerances(_Strict):
@@ -45,8 +46,11 @@ class Tolerances(_Strict):
     """
 
     model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False)
+    #: how the spec reference names the keys the user gives (spec/reference.py)
+    __reference_key__ = "<output>"
     __pydantic_extra__: dict[str, Tolerance] = Field(init=False)  # type: ignore[assignment]
-    default: Tolerance = Tolerance()
+    default: Tolerance = Field(Tolerance(), description="The tolerance of every output not named; another key names an "
+                                                        "output (its Triton name or its name in the model).")
 
     def for_output(self, name: str) -> Tolerance:
         return (self.model_extra or {}).get(name, self.default)

@@ -29,7 +29,7 @@ the same layout and the same guarantees::
 Every key is built by :mod:`.keys` (the key map); the modules: ``model_store`` (the store handle
 and ``open_store``), ``pointer`` (the channel pointer protocol, whole), ``channels`` (rollback and
 repair), ``promote``, ``verify``, ``retention``, ``uploads``, ``rejected``, ``history_page`` (with ``rollouts_page``, its roll-outs),
-``ledger``, ``fetch``, ``bundle``, ``registry``, ``cli``; the backends ``s3`` and ``folder``
+``ledger`` (with ``claim``: how every entry point claims, renews and settles), ``fetch``, ``bundle``, ``registry``, ``cli``; the backends ``s3`` and ``folder``
 behind ``backend.StoreBackend``.
 
 Guarantees:

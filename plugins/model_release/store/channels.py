@@ -17,7 +17,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ModelReleaseError, ServiceUnavailable, StoreError
+from ..errors import ModelReleaseError, ServiceUnavailable, StoreError, UserError
 from ..names import check_channel, check_release_id
 from .history_page import refresh_channel_page
 from .keys import channel_key
@@ -59,9 +59,13 @@ def _rollback_target(store: ModelStore, channel: str, current: str) -> str:
             return rid
         log.warning("rollback: skipping %s of channel %s: it does not verify (%s)", rid, channel,
                     "; ".join(f"{k}: {v}" for k, v in sorted(report.problems.items())[:2]))
+    if not tried:  # nothing to roll back to: the request, not the store, is what cannot be met
+        raise UserError(f"rollback: channel {channel!r} in {store.uri} has no earlier release to roll back to in its "
+                        f"history (it serves {current!r}; a release rolled back from is not a target again): name one "
+                        "with --to (see `model-release store releases`)")
     raise StoreError(
         f"rollback: channel {channel!r} in {store.uri} has no earlier complete release that verifies in its history "
-        f"(current {current!r}; {len(tried)} earlier release(s) checked); name one with --to "
+        f"(current {current!r}; {len(tried)} earlier release(s) checked, none verifies); name one with --to "
         "(see `model-release store releases`)"
     )
 
@@ -85,7 +89,8 @@ def rollback(
         expected_current: as in :func:`move_channel`.
 
     Raises:
-        StoreError: no pointer, no earlier release, or the target is not complete and verified.
+        UserError: nothing to roll back (no pointer, no earlier release, or the pointer is on the target already).
+        StoreError: the target is not complete and verified, or no earlier release verifies.
         ConflictError: the pointer moved meanwhile.
     """
     check_channel(channel)
@@ -93,12 +98,13 @@ def rollback(
         check_release_id(to_release)
     current = read_pointer(store, channel)
     if current is None:
-        raise StoreError(f"rollback: channel {channel!r} in {store.uri} points at nothing yet; promote a release first")
+        raise UserError(f"rollback: channel {channel!r} in {store.uri} points at nothing yet, so there is nothing to "
+                        "roll back; promote a release first (`model-release store history` lists a channel's moves)")
     target = to_release if to_release is not None else _rollback_target(store, channel, current.release_id)
     manifest = require_verified(store, target, purpose="rollback")
     if target == current.release_id:
         if current.action != "rollback":
-            raise StoreError(f"rollback: channel {channel!r} already points at {target!r}; name an earlier release")
+            raise UserError(f"rollback: channel {channel!r} already points at {target!r}; name an earlier release")
         pointer, previous = current, current.previous_release  # a retried rollback: only the registry is redone
     else:
         expected = current.release_id if expected_current is UNSET else expected_current

@@ -6,7 +6,7 @@ the model version and a digest of every member's version (:func:`pipeline_versio
 
     ledger/<channel>/<model>/<version>.json
         {"model", "version", "channel", "state", "release_id", "run": {"dag_id", "run_id"},
-         "reason", "updated_at"}
+         "reason", "updated_at", "started_at", and for a claim its holder renews: "lease_s", "heartbeat_at"}
 
 ``state`` is one of:
 
@@ -27,10 +27,14 @@ A version the roll-out's watch rolled back is ``rejected`` with a reason startin
 ``finish`` would settle it ``released``; :func:`settle` keeps such an entry as it is.
 
 A claim held by a run that is no longer running (killed, marked failed by hand) does not block
-for ever: :func:`claim` asks ``is_active`` and takes such a claim over.
+for ever (:func:`holder_alive`): a claim its holder renews (the CLI's process, ``lease_s``) is taken
+over once it was not renewed for ``lease_s``; an Airflow run's claim is taken over once Airflow says
+the run no longer runs (``is_active``, asked through the Task SDK), or, where Airflow cannot be asked
+(from a terminal), :data:`UNASKED_RUN_S` after it was claimed.
 
-:func:`decide` is the cheap check a scheduled run starts with: one MLflow call to resolve the
-candidate alias, then one GET of the ledger entry and one of the channel pointer.
+:func:`is_new` is the cheap check a scheduled run starts with, after one MLflow call resolved the
+candidate (:mod:`model_release.intake.candidate`): one GET of the ledger entry and one of the channel
+pointer. :mod:`.claim` is how every entry point (the CLI, the DAGs) claims, renews and settles.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from ..errors import ConflictError, IntakeError, StoreError
+from ..errors import ConflictError, StoreError
 from .backend import PreconditionFailed
 from .keys import MANIFEST, ledger_key, release_prefix
 from .pointer import read_channel
@@ -54,6 +58,9 @@ STATES = (CLAIMED, RELEASED, REJECTED, FAILED, INCONCLUSIVE)
 FINAL_STATES = (RELEASED, REJECTED, FAILED, INCONCLUSIVE)
 #: the reason's start of a version rejected after it was released (the watch rolled it back)
 IN_PRODUCTION = "rejected in production: "
+#: how long an Airflow run's claim holds where nobody can ask Airflow whether the run still runs (a
+#: release started at a terminal): a day, beyond any release's run (its canary's inconclusive retries included)
+UNASKED_RUN_S = 24 * 3600.0
 
 
 def entry_key(channel: str, model: str, version: str | int) -> str:
@@ -70,6 +77,8 @@ class Decision:
     version: str
     reason: str
     entry: dict[str, Any] | None = None
+    #: the refusal is a live run's claim (``entry`` is that claim), not a version the channel settled
+    held: bool = False
 
 
 def read_entry(store: Any, channel: str, model: str, version: str | int) -> tuple[dict[str, Any], str] | None:
@@ -90,16 +99,55 @@ def _write(store: Any, key: str, entry: dict[str, Any], etag: str | None) -> boo
     return True
 
 
-def _entry(channel: str, model: str, version: str, state: str, release_id: str, run: dict[str, Any], reason: str) -> dict[str, Any]:
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _entry(channel: str, model: str, version: str, state: str, release_id: str, run: dict[str, Any], reason: str,
+           **extra: Any) -> dict[str, Any]:
     return {"model": model, "version": str(version), "channel": channel, "state": state, "release_id": release_id,
-            "run": {k: run.get(k) for k in ("dag_id", "run_id")}, "reason": reason,
-            "updated_at": datetime.now(timezone.utc).isoformat()}
+            "run": {k: run.get(k) for k in ("dag_id", "run_id")}, "reason": reason, "updated_at": _now(), **extra}
+
+
+def _age_s(stamp: Any) -> float:
+    """Seconds since an entry's ISO-8601 time; infinite when it has none (an entry of another era)."""
+    try:
+        when = datetime.fromisoformat(str(stamp))
+    except ValueError:
+        return float("inf")
+    return (datetime.now(timezone.utc) - when).total_seconds()
+
+
+def holder_alive(entry: dict[str, Any], is_active: Callable[[dict[str, Any]], bool] | None = None) -> bool:
+    """Whether the run holding a ``claimed`` entry still counts as running.
+
+    A claim with ``lease_s`` (its holder renews it: the CLI's process) lives while it was renewed
+    within ``lease_s``; any other (an Airflow run's) while ``is_active(run)`` says so, or, where
+    Airflow cannot be asked (``is_active`` None), for :data:`UNASKED_RUN_S` after it was claimed.
+    """
+    lease = entry.get("lease_s")
+    if lease:
+        return _age_s(entry.get("heartbeat_at") or entry.get("updated_at")) <= float(lease)
+    if is_active is not None:
+        return is_active(entry.get("run") or {})
+    return _age_s(entry.get("started_at") or entry.get("updated_at")) <= UNASKED_RUN_S
+
+
+def held_line(entry: dict[str, Any], model: str, version: str, channel: str) -> str:
+    """One line: which run holds the claim on ``model`` v``version`` and when it started."""
+    run = entry.get("run") or {}
+    of = f" of DAG {run['dag_id']!r}" if run.get("dag_id") else ""
+    lease = (f"; its claim lapses {float(entry['lease_s']):g} s after its last renewal ({entry.get('heartbeat_at')})"
+             if entry.get("lease_s") else "")
+    return (f"{model} v{version} for channel {channel!r} is held by run {run.get('run_id')!r}{of}, started "
+            f"{entry.get('started_at') or entry.get('updated_at')} (release {entry.get('release_id')}){lease}; two runs "
+            "never release one version: wait for that run to end, then release again if it did not release it")
 
 
 def claim(
     store: Any, channel: str, model: str, version: str | int, *, release_id: str, run: dict[str, Any],
     retry_rejected: bool = False, retry_released: bool = False,
-    is_active: Callable[[dict[str, Any]], bool] = lambda run: True,
+    is_active: Callable[[dict[str, Any]], bool] | None = None, lease_s: float | None = None,
 ) -> Decision:
     """Claim ``version`` for this run, or say why not.
 
@@ -109,31 +157,34 @@ def claim(
         release_id, run: who claims (``run``: ``dag_id``, ``run_id``).
         retry_rejected: claim a version the channel rejected before (a forced retry).
         retry_released: claim a version the channel released before (a manual re-release).
-        is_active: whether the run that holds a claim is still running; a claim of a run that is
-            not is taken over.
+        is_active: whether an Airflow run that holds a claim is still running (None: cannot be
+            asked); a claim whose holder is not alive (:func:`holder_alive`) is taken over.
+        lease_s: this holder renews its claim (:func:`renew`) and it lapses ``lease_s`` after the
+            last renewal (the CLI); None for an Airflow run.
 
     Returns:
-        ``go=True`` when this run holds the claim (also when it already did: a retried task).
+        ``go=True`` when this run holds the claim (also when it already did: a retried task);
+        ``held=True`` when a live run holds it (``reason`` is :func:`held_line`).
     """
     version = str(version)
     key = entry_key(channel, model, version)
     for _ in range(5):  # each round either decides or lost a race to a writer that changed the entry
         found = store.read_json(key)
-        mine = _entry(channel, model, version, CLAIMED, release_id, run, "")
+        now = _now()
+        mine = _entry(channel, model, version, CLAIMED, release_id, run, "", started_at=now,
+                      **({"lease_s": float(lease_s), "heartbeat_at": now} if lease_s else {}))
         if found is None:
             if _write(store, key, mine, None):
                 return Decision(True, model, version, f"{model} v{version} claimed for channel {channel!r}", mine)
             continue
         entry, etag = found
         state, holder = entry.get("state"), entry.get("run") or {}
-        same_run = holder.get("dag_id") == run.get("dag_id") and holder.get("run_id") == run.get("run_id")
+        same_run = (holder.get("dag_id") == run.get("dag_id") and holder.get("run_id") == run.get("run_id")
+                    and (not entry.get("lease_s") or entry.get("release_id") == release_id))  # a process: one release each
         if state == CLAIMED and same_run:
             return Decision(True, model, version, "this run already holds the claim", entry)
-        if state == CLAIMED and is_active(holder):
-            return Decision(False, model, version,
-                            f"{model} v{version} is being released by run {holder.get('run_id')!r} of "
-                            f"{holder.get('dag_id')!r} (release {entry.get('release_id')}); two runs never release one version",
-                            entry)
+        if state == CLAIMED and holder_alive(entry, is_active):
+            return Decision(False, model, version, held_line(entry, model, version, channel), entry, held=True)
         if state == RELEASED and not retry_released:
             return Decision(False, model, version,
                             f"channel {channel!r} already released {model} v{version} (release {entry.get('release_id')})", entry)
@@ -143,9 +194,22 @@ def claim(
                             f"({entry.get('reason') or 'no reason recorded'}); trigger with force_retry=true to try it again",
                             entry)
         if _write(store, key, mine, etag):
-            taken = f" (took over the claim of run {holder.get('run_id')!r}, no longer running)" if state == CLAIMED else ""
+            taken = (f" (took over the claim of run {holder.get('run_id')!r}, started {entry.get('started_at')}, "
+                     "no longer running)" if state == CLAIMED else "")
             return Decision(True, model, version, f"{model} v{version} claimed for channel {channel!r}{taken}", mine)
     raise ConflictError(f"the ledger entry {store.uri}/{key} kept changing while this run tried to claim it; retry")
+
+
+def renew(store: Any, channel: str, model: str, version: str | int, *, release_id: str) -> bool:
+    """Renew this release's claim (its ``heartbeat_at``); False when the entry is no longer this release's claim."""
+    key = entry_key(channel, model, version)
+    for _ in range(3):
+        found = store.read_json(key)
+        if found is None or found[0].get("release_id") != release_id or found[0].get("state") != CLAIMED:
+            return False
+        if _write(store, key, {**found[0], "heartbeat_at": _now(), "updated_at": _now()}, found[1]):
+            return True
+    return False
 
 
 def settle(store: Any, channel: str, model: str, version: str | int, *, release_id: str, run: dict[str, Any],
@@ -161,7 +225,8 @@ def settle(store: Any, channel: str, model: str, version: str | int, *, release_
             return None
         if found is not None and str(found[0].get("reason", "")).startswith(IN_PRODUCTION):
             return found[0]  # the watch rolled it back after promotion: that verdict stands
-        entry = _entry(channel, model, str(version), state, release_id, run, reason)
+        started = {"started_at": found[0]["started_at"]} if found is not None and found[0].get("started_at") else {}
+        entry = _entry(channel, model, str(version), state, release_id, run, reason, **started)
         if _write(store, key, entry, found[1] if found else None):
             return entry
     raise ConflictError(f"the ledger entry {store.uri}/{key} kept changing while this run settled it; retry")
@@ -193,34 +258,6 @@ def release(store: Any, channel: str, model: str, version: str | int, *, release
     return True
 
 
-def candidate_version(tracking_uri: str | None, model: str, alias: str | None, version: int | None) -> str:
-    """The version the spec's alias names now (one registry call), or the spec's fixed version.
-
-    Raises:
-        IntakeError: the model or alias does not exist.
-        ServiceUnavailable: MLflow could not be reached.
-    """
-    if version is not None:
-        return str(version)
-    from ..mlflow_env import quiet_mlflow_env
-
-    quiet_mlflow_env()
-    from mlflow import MlflowClient
-    from mlflow.exceptions import MlflowException
-
-    from ..errors import ServiceUnavailable
-
-    try:
-        found = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri).get_model_version_by_alias(model, alias)
-    except MlflowException as exc:
-        code = getattr(exc, "error_code", "")
-        if code in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"):
-            raise IntakeError(f'model "{model}" has no alias "{alias}" (or no such model) in MLflow; set the alias on the '
-                              "version to release, or wait for training to set it") from None
-        raise ServiceUnavailable(f"MLflow could not resolve {model}@{alias} ({code or type(exc).__name__}); retry") from None
-    return str(found.version)
-
-
 def pipeline_version(version: str | int, identity: str | None) -> str:
     """The version the ledger knows a release by: the model version, or for a cascade or fan-out
     ``<version>+<12 hex>``, the hex a sha256 of :func:`~model_release.intake.members.pipeline_identity`
@@ -231,24 +268,6 @@ def pipeline_version(version: str | int, identity: str | None) -> str:
     import hashlib
 
     return f"{version}+{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
-
-
-def candidate_identity(tracking_uri: str | None, spec: Any, version: str) -> str | None:
-    """The pipeline identity of the candidate: each registered member's alias resolved now (one
-    registry call each), the release's model at ``version``; None for a spec that is no pipeline.
-
-    Raises:
-        IntakeError: a member's model, alias or version does not exist (the member is named).
-        ServiceUnavailable: MLflow could not be reached.
-    """
-    from ..intake.members import RELEASE, Lineage, pipeline_identity, pipeline_members, resolve_members
-
-    members = pipeline_members(spec)
-    if not members:
-        return None
-    lineage = resolve_members(tracking_uri, members)
-    lineage.update({k: Lineage(k, RELEASE, spec.model.name, str(version)) for k, v in members.items() if v == RELEASE})
-    return pipeline_identity(lineage)
 
 
 def manifest_version(manifest: dict[str, Any]) -> str | None:

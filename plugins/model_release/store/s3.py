@@ -111,9 +111,11 @@ class S3Backend:
                 + ". Check the bucket exists and the credentials (from the AWS chain or the Airflow connection) may write it."
             ) from None
         except BotoCoreError as exc:
+            reading = op.split()[0] in ("HEAD", "GET", "LIST")
             raise ServiceUnavailable(
                 f"S3 endpoint unreachable during {op} of s3://{self.bucket}/{self._key(key)} ({type(exc).__name__}); "
-                "nothing was promoted past this point: retry once the endpoint is back (uploads resume)."
+                + ("nothing was changed: retry once the endpoint is back." if reading else
+                   "this write did not complete: retry once the endpoint is back (a promotion resumes its uploads).")
             ) from None
         except Exception as exc:  # s3transfer wraps the botocore error in S3UploadFailedError
             if type(exc).__name__ == "S3UploadFailedError":

@@ -35,7 +35,7 @@ from typing import Any
 from ...model.metrics import METRICS
 from ...model.parity import OutputParity, ParityReport
 from ...spec import MetricGate, ReleaseSpec
-from .latency_ratio import ratio_gate
+from .latency_ratio import load_ratio_findings
 from .outcome import INCONCLUSIVE, Finding, finite, gate_status
 
 
@@ -282,23 +282,11 @@ def load_gates(spec: ReleaseSpec, candidate: dict[str, Any], champion: dict[str,
     paired = paired or {}
     how = f"same server, concurrency {load.concurrency} x {load.batch_rows} rows{settled}"
     confidence = spec.canary.confidence
-    p99s = ratio_gate("load.p99_ratio", _ratios(paired, "p99"), load.max_p99_ratio, setting="canary.load.max_p99_ratio",
-                      what="p99 latency under load", confidence=confidence)
+    p99s, tputs = load_ratio_findings(paired, load, confidence)
     gates.append(_ratio_gate(p99s, candidate["p99_ms"], champion["p99_ms"], "ms", ".3f", champion_name, how))
-    tputs = ratio_gate("load.throughput_ratio", _ratios(paired, "throughput"), load.min_throughput_ratio, higher_is_worse=False,
-                       setting="canary.load.min_throughput_ratio", what="throughput under load", confidence=confidence)
     gates.append(_ratio_gate(tputs, candidate["throughput_rows_per_s"], champion["throughput_rows_per_s"], "rows/s", ".0f",
                              champion_name, how))
     return gates
-
-
-def _ratios(paired: dict[str, Any], figure: str) -> list[float]:
-    """The window pairs' ``figure`` ratios (``p99``, ``throughput``); a report without them gives its one ratio."""
-    ratios = paired.get(f"{figure}_ratios")
-    if isinstance(ratios, list):
-        return [float(r) for r in ratios]
-    one = paired.get(f"{figure}_ratio")
-    return [float(one)] if isinstance(one, int | float) and math.isfinite(one) else []
 
 
 def _ratio_gate(finding: Finding, mine: float, theirs: float, unit: str, form: str, champion_name: str, how: str) -> Gate:

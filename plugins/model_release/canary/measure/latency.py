@@ -15,7 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from ...errors import SpecError
 from ...spec import LoadSpec
+from ...spec.canary import batch_rows_refusal
 from ...spec.paired import DEFAULT_CONFIDENCE
 from ...triton.requester import TritonRequester, request_batches
 from ...triton.server import EntryModel, TritonServer
@@ -26,16 +28,36 @@ CANDIDATE, CHAMPION = "candidate", "champion"
 
 def load_runner(url: str, server: TritonServer, entries: Mapping[str, EntryModel], golden: Mapping[str, np.ndarray],
                 load: LoadSpec, *, alive: Callable[[], str | None] | None = None) -> LoadRunner:
-    """A runner whose targets are ``entries`` (name -> entry model), fed from golden rows."""
+    """A runner whose targets are ``entries`` (name -> entry model), fed from golden rows.
+
+    Every request carries ``canary.load.batch_rows`` rows, and those are the rows counted.
+
+    Raises:
+        SpecError: an entry model takes fewer rows per request than ``batch_rows`` (its ``max_batch_size``):
+            cut, its requests would count rows never sent; nothing is sent.
+    """
+    for target, entry in entries.items():
+        check_batch_rows(load.batch_rows, entry, target)
 
     def connect(target: str) -> TritonRequester:
         entry = entries[target]
-        rows = min(load.batch_rows, entry.max_batch_size) if entry.max_batch_size > 0 else load.batch_rows
-        batches = request_batches({k: golden[k] for k in entry.inputs}, rows)
+        batches = request_batches({k: golden[k] for k in entry.inputs}, load.batch_rows)
         return TritonRequester(url, entry.name, entry.inputs, list(entry.outputs), batches, load.request_timeout_s)
 
-    return LoadRunner(connect, concurrency=load.concurrency, batch_rows=load.batch_rows, statistics=server.statistics,
+    return LoadRunner(connect, concurrency=load.concurrency, min_requests=load.min_requests, statistics=server.statistics,
                       alive=alive)
+
+
+def check_batch_rows(batch_rows: int, entry: EntryModel, target: str) -> None:
+    """Refuse a load phase whose requests would carry more rows than the served ``entry`` takes.
+
+    The spec's own check covers the candidate's repository; this one what is served (a champion
+    released with a smaller ``max_batch_size``, a remote endpoint's model).
+    """
+    refusal = batch_rows_refusal(batch_rows, entry.max_batch_size,
+                                 f"the {target}'s entry model {entry.name!r}, served with max_batch_size")
+    if refusal:
+        raise SpecError(refusal, stage="canary")
 
 
 def load_phase(runner: LoadRunner, targets: list[str], load: LoadSpec, *, confidence: float = DEFAULT_CONFIDENCE,
@@ -52,18 +74,18 @@ def load_phase(runner: LoadRunner, targets: list[str], load: LoadSpec, *, confid
 
 
 def ratios_decided(measured: Mapping[str, Measurement], load: LoadSpec, confidence: float = DEFAULT_CONFIDENCE) -> bool:
-    """Whether the window pairs measured so far decide both ratio gates (each passes or blocks) at ``confidence``."""
-    from ..judge.latency_ratio import ratio_gate
+    """Whether the window pairs measured so far decide both ratio gates (each passes or blocks) at ``confidence``.
+
+    The judge's own findings (:func:`~..judge.latency_ratio.load_ratio_findings`), so a pass on windows
+    holding fewer than ``canary.load.min_requests`` requests is not decided either: the phase measures on.
+    """
+    from ..judge.latency_ratio import load_ratio_findings
     from ..judge.outcome import INCONCLUSIVE
 
     if CHAMPION not in measured:
         return True
     paired = paired_ratios(measured[CANDIDATE], measured[CHAMPION])
-    p99 = ratio_gate("load.p99_ratio", paired.get("p99_ratios", []), load.max_p99_ratio, setting="canary.load.max_p99_ratio",
-                     confidence=confidence)
-    tput = ratio_gate("load.throughput_ratio", paired.get("throughput_ratios", []), load.min_throughput_ratio,
-                      higher_is_worse=False, setting="canary.load.min_throughput_ratio", confidence=confidence)
-    return INCONCLUSIVE not in (p99.outcome, tput.outcome)
+    return all(f.outcome != INCONCLUSIVE for f in load_ratio_findings(paired, load, confidence))
 
 
 def where_time_goes(measurement: Measurement, used: int, calls: Mapping[str, list[str]]) -> dict[str, dict[str, Any]]:

@@ -7,6 +7,12 @@ and p99 within ``stability`` (perf_analyzer's rule) or when the time budget is s
 which. Candidate and champion are measured in alternating windows (A B A B ...) on the same
 server, so the machine's noise falls on both.
 
+Windows are sized by requests as well as by time: a window lasts ``window_s`` and then runs on
+until it holds ``min_requests`` requests, within its share of what is left of the budget, so a slow
+model's p99 is not its slowest request of a handful (a model at 400 ms a request gives 10 requests
+a second at concurrency 4). The rows a window counts are the rows its requests carried, as each
+:class:`~model_release.triton.requester.Requester` reports them.
+
 Memory stays flat: latencies go into a fixed-size :class:`Histogram` (log-linear buckets, like
 HdrHistogram: about 1.6% relative precision from 1 us to 100 s), never a list, and responses are
 dropped as they arrive. Around every window the server's statistics extension is read for every
@@ -31,6 +37,7 @@ from ...triton.requester import Requester
 SUB_BUCKETS = 64
 #: powers of two covered, from 1 us
 OCTAVES = 27  # 2**27 us = 134 s
+_TOP_US, _OVERFLOW, _frexp = 2.0**OCTAVES, OCTAVES * SUB_BUCKETS, math.frexp
 
 
 class Histogram:
@@ -42,15 +49,6 @@ class Histogram:
         self.max_s = 0.0
 
     @staticmethod
-    def _index(seconds: float) -> int:
-        us = max(seconds * 1e6, 1.0)
-        if us >= 2.0**OCTAVES:
-            return OCTAVES * SUB_BUCKETS  # the overflow bucket
-        octave = int(math.log2(us))
-        sub = min(int((us / 2.0**octave - 1.0) * SUB_BUCKETS), SUB_BUCKETS - 1)
-        return octave * SUB_BUCKETS + sub
-
-    @staticmethod
     def _upper_ms(index: int) -> float:
         if index >= OCTAVES * SUB_BUCKETS:
             return 2.0**OCTAVES / 1e3
@@ -58,9 +56,16 @@ class Histogram:
         return 2.0**octave * (1.0 + (sub + 1) / SUB_BUCKETS) / 1e3
 
     def record(self, seconds: float) -> None:
-        self.counts[self._index(seconds)] += 1
+        """Count one latency (called once per request: kept to a few float operations)."""
+        us = seconds * 1e6
+        if 1.0 <= us < _TOP_US:
+            mantissa, exponent = _frexp(us)  # us = mantissa * 2**exponent, mantissa in [0.5, 1)
+            self.counts[(exponent - 1) * SUB_BUCKETS + int((mantissa * 2.0 - 1.0) * SUB_BUCKETS)] += 1
+        else:
+            self.counts[0 if us < 1.0 else _OVERFLOW] += 1  # under 1 us; the overflow bucket
         self.total_s += seconds
-        self.max_s = max(self.max_s, seconds)
+        if seconds > self.max_s:
+            self.max_s = seconds
 
     def merge(self, other: "Histogram") -> "Histogram":
         self.counts += other.counts
@@ -112,13 +117,18 @@ class Window:
 
 
 class _Worker:
-    """One thread that owns one :class:`Requester` for its whole life (HTTP clients are bound to their thread)."""
+    """One thread that owns one :class:`Requester` for its whole life (a connection is bound to its thread).
+
+    Each command is one window: send until ``soft`` (a perf_counter time), then on until the
+    window's workers together hold ``need`` requests or ``hard`` comes; each worker keeps its count
+    in its own slot of the window's shared ``done`` list.
+    """
 
     def __init__(self, connect: Callable[[], Requester], index: int, stride: int, alive: Callable[[], str | None] | None) -> None:
         import queue
 
-        self.commands: queue.Queue[float | None] = queue.Queue()
-        self.results: queue.Queue[tuple[Histogram, int, int, str | None]] = queue.Queue()
+        self.commands: queue.Queue[_Command | None] = queue.Queue()
+        self.results: queue.Queue[_Result] = queue.Queue()
         self.index, self.stride, self.alive = index, stride, alive
         self.connect = connect
         self.thread = threading.Thread(target=self._run, name=f"canary-load-{index}", daemon=True)
@@ -128,33 +138,67 @@ class _Worker:
         requester: Requester | None = None
         n = self.index
         try:
-            while (deadline := self.commands.get()) is not None:
-                histogram, sent, errors, first = Histogram(), 0, 0, None
+            while (command := self.commands.get()) is not None:
                 try:
                     requester = requester or self.connect()
                 except Exception as exc:  # noqa: BLE001 - a connection that cannot be made is an error of the window
-                    self.results.put((histogram, 0, 1, f"{type(exc).__name__}: {_line(exc)}"))
+                    self.results.put(_Result(Histogram(), 0, 0, 1, f"{type(exc).__name__}: {_line(exc)}"))
                     continue
-                while time.perf_counter() < deadline:
-                    t0 = time.perf_counter()
-                    try:
-                        requester.send(n)
-                    except Exception as exc:  # noqa: BLE001 - every failure is counted, the first one kept
-                        errors += 1
-                        first = first or f"{type(exc).__name__}: {_line(exc)}"
-                        if errors >= 3 and self.alive is not None and self.alive() is not None:
-                            break  # the server is gone: stop hammering it
-                    else:
-                        histogram.record(time.perf_counter() - t0)
-                        sent += 1
-                    n += self.stride
-                self.results.put((histogram, sent, errors, first))
+                result, n = self._window(requester, command, n)
+                self.results.put(result)
         finally:
             if requester is not None:
                 try:
                     requester.close()
                 except Exception:  # noqa: BLE001 - closing is best effort
                     pass
+
+    def _window(self, requester: Requester, command: "_Command", n: int) -> tuple["_Result", int]:
+        """Closed-loop requests for one window, each timed from just before it is sent to its answer's end."""
+        clock, send = time.perf_counter, requester.send
+        result = _Result(Histogram(), 0, 0, 0, None)
+        record = result.histogram.record
+        soft, hard, need, done, me = command.soft, command.hard, command.need, command.done, self.index
+        now = clock()
+        while now < soft or (now < hard and sum(done) < need):
+            start = clock()
+            try:
+                rows = send(n)
+            except Exception as exc:  # noqa: BLE001 - every failure is counted, the first one kept
+                result.errors += 1
+                result.first = result.first or f"{type(exc).__name__}: {_line(exc)}"
+                if result.errors >= 3 and self.alive is not None and self.alive() is not None:
+                    break  # the server is gone: stop hammering it
+                now = clock()
+            else:
+                now = clock()
+                record(now - start)
+                result.requests += 1
+                result.rows += rows
+                done[me] = result.requests
+            n += self.stride
+        return result, n
+
+
+@dataclass
+class _Command:
+    """One window for a worker: until ``soft``, then on until ``need`` requests are ``done`` or ``hard``."""
+
+    soft: float
+    hard: float
+    need: int
+    done: list[int]
+
+
+@dataclass
+class _Result:
+    """One worker's window: its latencies, requests, rows sent, errors and the first error."""
+
+    histogram: Histogram
+    requests: int
+    rows: int
+    errors: int
+    first: str | None
 
 
 def _line(exc: BaseException) -> str:
@@ -171,17 +215,17 @@ class LoadRunner:
     Args:
         connect: target -> a new :class:`Requester` for it (called inside the worker thread that uses it).
         concurrency: requests in flight.
-        batch_rows: rows per request.
+        min_requests: the fewest requests a window holds when its caller lets it run on (``until_s``).
         statistics: reads the server's per-model statistics (cumulative); None skips them.
         alive: returns None while the server is alive, else why it is not (the local Triton's exit).
     """
 
-    def __init__(self, connect: Callable[[str], Requester], *, concurrency: int, batch_rows: int,
+    def __init__(self, connect: Callable[[str], Requester], *, concurrency: int, min_requests: int = 0,
                  statistics: Callable[[], dict[str, dict[str, float]]] | None = None,
                  alive: Callable[[], str | None] | None = None) -> None:
         self.connect = connect
         self.concurrency = concurrency
-        self.batch_rows = batch_rows
+        self.min_requests = min_requests
         self.statistics = statistics
         self.alive = alive
         self._workers: dict[str, list[_Worker]] = {}
@@ -192,33 +236,38 @@ class LoadRunner:
                                      for i in range(self.concurrency)]
         return self._workers[target]
 
-    def window(self, target: str, seconds: float, *, measure: bool = True) -> Window:
-        """Keep ``concurrency`` requests in flight against ``target`` for ``seconds``."""
+    def window(self, target: str, seconds: float, *, measure: bool = True, until_s: float | None = None) -> Window:
+        """Keep ``concurrency`` requests in flight against ``target`` for ``seconds``.
+
+        With ``until_s`` (at least ``seconds``), the window then runs on until it holds
+        ``min_requests`` requests or ``until_s`` seconds have passed, whichever comes first.
+        """
         gone = self.alive() if self.alive is not None else None
         if gone is not None:  # nothing is sent to a dead server, not even a statistics request
             return Window(target, 0.0, 0, 0, 1, Histogram(), gone)
         workers = self._pool(target)
         before = self.statistics() if measure and self.statistics else {}
         start = time.perf_counter()
+        hard = start + max(seconds, until_s if until_s is not None else seconds)
+        done = [0] * len(workers)
         for worker in workers:
-            worker.commands.put(start + seconds)
+            worker.commands.put(_Command(start + seconds, hard, self.min_requests if until_s is not None else 0, done))
         results = self._collect(workers, target)
         elapsed = time.perf_counter() - start
         merged = Histogram()
-        for histogram, *_ in results:
-            merged.merge(histogram)
-        sent = sum(r[1] for r in results)
-        first = next((r[3] for r in results if r[3]), None)
+        for result in results:
+            merged.merge(result.histogram)
+        first = next((r.first for r in results if r.first), None)
         gone = self.alive() if self.alive is not None else None
         after = self.statistics() if measure and self.statistics and gone is None else {}
-        return Window(target, elapsed, sent, sent * self.batch_rows, sum(r[2] for r in results), merged, first,
-                      stats_delta(before, after))
+        return Window(target, elapsed, sum(r.requests for r in results), sum(r.rows for r in results),
+                      sum(r.errors for r in results), merged, first, stats_delta(before, after))
 
-    def _collect(self, workers: list[_Worker], target: str) -> list[tuple[Histogram, int, int, str | None]]:
+    def _collect(self, workers: list[_Worker], target: str) -> list[_Result]:
         """Every worker's window; a worker still blocked on a dead server counts as one error."""
         import queue
 
-        results: list[tuple[Histogram, int, int, str | None] | None] = [None] * len(workers)
+        results: list[_Result | None] = [None] * len(workers)
         while any(r is None for r in results):
             for i, worker in enumerate(workers):
                 if results[i] is None:
@@ -230,7 +279,7 @@ class LoadRunner:
             if gone is not None and any(r is None for r in results):
                 # a request to a dead server can block until its timeout: do not wait for it
                 self._workers.pop(target, None)
-                return [r or (Histogram(), 0, 1, gone) for r in results]
+                return [r or _Result(Histogram(), 0, 0, 1, gone) for r in results]
         return [r for r in results if r is not None]
 
     def close(self) -> None:
@@ -296,6 +345,7 @@ class Measurement:
             "first_error": next((w.first_error for w in self.windows if w.first_error), None),
             "throughput_rows_per_s": rows / seconds if seconds else 0.0, "windows_measured": len(self.windows),
             "windows_used": len(chosen), "stable": self.stable,
+            "fewest_requests_per_window": min((w.requests for w in self.windows), default=0),
         }
 
 
@@ -304,8 +354,10 @@ def measure(runner: LoadRunner, targets: list[str], *, warmup_s: float, window_s
             decided: Callable[[dict[str, Measurement]], bool] | None = None) -> dict[str, Measurement]:
     """Warm every target up, then measure them in alternating windows (A B A B ...).
 
-    Every target gets a window in each round (so window ``i`` of each ran back to back), until
-    every target's last ``stable_windows`` windows are stable (and ``decided`` says the windows so
+    A window lasts ``window_s``, then runs on until it holds the runner's ``min_requests`` requests,
+    within an equal share of what is left of ``budget_s`` for each target of the round (so a pair's
+    two windows had the same room). Every target gets a window in each round (so window ``i`` of
+    each ran back to back), until every target's last ``stable_windows`` windows are stable (and ``decided`` says the windows so
     far decide what they are measured for, when given) or ``budget_s`` (the measuring time, warm-up
     excluded) is spent; each :class:`Measurement` says which. A target whose window had errors
     stops being measured further (its errors fail the gate).
@@ -320,18 +372,18 @@ def measure(runner: LoadRunner, targets: list[str], *, warmup_s: float, window_s
         healthy = [t for t in targets if not any(w.errors for w in results[t].windows)]
         if not healthy or (all(results[t].stable for t in healthy) and (decided is None or decided(results))):
             break
-        pending = healthy
-        for target in pending:
-            window = runner.window(target, window_s)
+        share = max(window_s, (budget_s - spent) / len(healthy))  # each target's room this round, to reach min_requests
+        for target in healthy:
+            window = runner.window(target, window_s, until_s=share)
             spent += window.seconds
             result = results[target]
             result.windows.append(window)
             result.stable = stable(result.windows, stable_windows, stability)
             if progress is not None:
                 f = window.histogram.figures()
-                progress(f"load {target}: window {len(result.windows)}: {window.throughput:.0f} rows/s, "
-                         f"p50 {f['p50_ms']:.2f} ms, p99 {f['p99_ms']:.2f} ms, {window.errors} errors"
-                         + (" (stable)" if result.stable else ""))
+                progress(f"load {target}: window {len(result.windows)}: {window.requests} requests in {window.seconds:.2f} s, "
+                         f"{window.throughput:.0f} rows/s, p50 {f['p50_ms']:.2f} ms, p99 {f['p99_ms']:.2f} ms, "
+                         f"{window.errors} errors" + (" (stable)" if result.stable else ""))
     return results
 
 
@@ -339,12 +391,17 @@ def paired_ratios(candidate: Measurement, champion: Measurement) -> dict[str, An
     """Candidate over champion, window pair by window pair (A_i, B_i ran back to back), then the median.
 
     Adjacent windows share the machine's state, so a pair's ratio cancels drift that a ratio of
-    the two merged figures would keep; the median keeps one disturbed pair from deciding.
+    the two merged figures would keep; the median keeps one disturbed pair from deciding. Beside
+    the ratios: the requests each pair's ratios rest on (the fewer of its two windows') and the
+    slower side's requests per second (what a window of ``min_requests`` takes).
     """
     pairs = [(a, b) for a, b in zip(candidate.windows, champion.windows) if a.requests and b.requests]
     if not pairs:
         return {"pairs": 0, "p99_ratio": math.nan, "throughput_ratio": math.nan}
     p99 = [a.histogram.percentile_ms(99) / b.histogram.percentile_ms(99) for a, b in pairs]
     tput = [a.throughput / b.throughput if b.throughput else math.inf for a, b in pairs]
+    rates = [w.requests / w.seconds for pair in pairs for w in pair if w.seconds > 0]
     return {"pairs": len(pairs), "p99_ratio": float(np.median(p99)), "throughput_ratio": float(np.median(tput)),
-            "p99_ratios": [round(r, 4) for r in p99], "throughput_ratios": [round(r, 4) for r in tput]}
+            "p99_ratios": [round(r, 4) for r in p99], "throughput_ratios": [round(r, 4) for r in tput],
+            "requests": [min(a.requests, b.requests) for a, b in pairs],
+            "requests_per_s": round(min(rates), 3) if rates else None}

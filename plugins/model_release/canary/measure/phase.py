@@ -57,7 +57,8 @@ def under_load(spec: ReleaseSpec, server: TritonServer, url: str, assembled: Ass
     calls = {**assembled.calls, **(champion.calls if with_champion else {})}
     report.load_phase = {
         "concurrency": spec.canary.load.concurrency, "batch_rows": spec.canary.load.batch_rows,
-        "window_s": spec.canary.load.window_s, "budget_s": spec.canary.load.budget_s,
+        "window_s": spec.canary.load.window_s, "min_requests": spec.canary.load.min_requests,
+        "budget_s": spec.canary.load.budget_s,
         "note": ("measured on the embedded CPU Triton through the python-backend onnxruntime shim: these figures are "
                  "the shim's, not a GPU Triton's" if report.server.get("mode") == "local" else "measured on the endpoint"),
         **{t: {**figures[t], "windows": [w.summary() for w in measured[t].windows],

@@ -3,7 +3,8 @@
 - :mod:`.linter` walks the repository, runs the rule families on each model and the rules on the
   dependency graph; :func:`lint_repository` is the API;
 - the rule families: :mod:`.file_rules` (config.pbtxt, version folders, model files),
-  :mod:`.config_rules` (platform, tensors, scheduling), :mod:`.ensemble_rules`,
+  :mod:`.config_rules` (platform, tensors, scheduling), :mod:`.section_rules` (``model_metrics``,
+  ``runtime``), :mod:`.ensemble_rules`,
   :mod:`.python_rules` (model.py and BLS calls, read through :mod:`.python_analysis`);
 - :mod:`.autocomplete` first completes each config as Triton's backends do (python
   ``auto_complete_config``, read statically by :mod:`.autocomplete_read`; the tensors of an ONNX

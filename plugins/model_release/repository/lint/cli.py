@@ -10,12 +10,31 @@ import argparse
 import difflib
 import json
 import sys
+from pathlib import Path
 
+from ... import flags
+from ...errors import UserError
+from ...flags import Parser
 from .findings import safe_text
 from .linter import lint_repository
 from .rulebook import RULES, explain
 
 _ORDER_SHOWN = 20  # models of the load order printed in text mode (--json has them all)
+
+
+def parser() -> argparse.ArgumentParser:
+    """``model-release lint``'s parser (the CLI grammar of :mod:`model_release.flags`)."""
+    p = Parser(prog="model-release lint", description="Check a Triton model repository before Triton loads it.")
+    p.add_argument("path", nargs="?", help="the model repository (one folder per model)")
+    flags.add(p, "json", help="print the report as JSON")
+    p.add_argument("--explain", metavar="RULE", help="what RULE catches, what Triton does with it, in its words")
+    p.add_argument("--rules", action="store_true", help="list every rule: severity, what Triton does, what it catches")
+    p.add_argument("--disable-auto-complete-config", action="store_true",
+                   help="lint for a server started with this flag: no backend completes a config (model.py's "
+                        "auto_complete_config, tensors from an ONNX file or a plan), so config.pbtxt must be whole")
+    p.add_argument("--strict-model-config", choices=("true", "false"), default="false",
+                   help="Triton's older spelling: true is --disable-auto-complete-config")
+    return p
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,25 +43,27 @@ def main(argv: list[str] | None = None) -> int:
     Returns:
         1 when there is an error, 0 otherwise (warnings alone pass); 2 when the command itself is wrong.
     """
-    parser = argparse.ArgumentParser(prog="model-release lint", description="Check a Triton model repository before Triton loads it.")
-    parser.add_argument("path", nargs="?", help="the model repository (one folder per model)")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("--explain", metavar="RULE", help="what RULE catches, what Triton does with it, in its words")
-    parser.add_argument("--rules", action="store_true", help="list every rule: severity, what Triton does, what it catches")
-    parser.add_argument("--disable-auto-complete-config", action="store_true",
-                        help="lint for a server started with this flag: no backend completes a config (model.py's "
-                             "auto_complete_config, tensors from an ONNX file or a plan), so config.pbtxt must be whole")
-    parser.add_argument("--strict-model-config", choices=("true", "false"), default="false",
-                        help="Triton's older spelling: true is --disable-auto-complete-config")
-    args = parser.parse_args(argv)
+    try:
+        return _main(argv)
+    except UserError as exc:
+        print(f"model-release lint: {exc}", file=sys.stderr)
+        return 2
+
+
+def _main(argv: list[str] | None) -> int:
+    args = parser().parse_args(argv)
     if args.explain:
         return _explain(args.explain)
     if args.rules:
         for rule, r in RULES.items():
             print(f"{rule:28s} {r.severity:8s} {r.triton:10s} {r.catches}")
         return 0
-    if not args.path:
-        parser.error("give the repository's PATH (or --explain RULE, or --rules)")
+    if args.path is None:
+        raise UserError("give the repository's PATH (or --explain RULE, or --rules); see model-release lint --help")
+    problem = _not_a_repository(args.path)
+    if problem:
+        print(f"model-release lint: {problem}", file=sys.stderr)
+        return 2
     try:
         auto_complete = not args.disable_auto_complete_config and args.strict_model_config == "false"
         report = lint_repository(args.path, auto_complete=auto_complete)
@@ -59,6 +80,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{verdict}: {len(report.models)} models, {len(report.errors)} errors, {len(report.warnings)} warnings; "
               f"load order: {_order(report.load_order)}")
     return 0 if report.ok else 1
+
+
+def _not_a_repository(raw: str) -> str:
+    """Why ``raw`` cannot be linted as a repository (missing, not a folder, no model folder in it), or ``""``."""
+    path, shown = Path(raw), safe_text(repr(raw), 200)
+    advice = "give the model repository's folder (one folder per model, each with config.pbtxt and version folders)"
+    if raw and not path.exists():
+        return f"repository path {shown} does not exist; {advice}"
+    if not raw or not path.is_dir():
+        return f"repository path {shown} is not a folder; {advice}"
+    try:
+        folders = [p for p in path.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    except OSError as exc:
+        return f"cannot read {shown}: {exc.strerror or exc}"
+    if not folders:
+        return f"repository path {shown} holds no model folder, so there is nothing to check; {advice}"
+    return ""
 
 
 def _order(names: list[str]) -> str:

@@ -27,6 +27,7 @@ from .file_rules import check_model_files, inferred_backend, is_symlink, read_co
 from .python_rules import PythonReader, check_python
 from .model_info import ModelInfo
 from .rulebook import REFUSES, RULES
+from .section_rules import check_model_metrics, check_runtime
 
 __all__ = ["RULES", "ERROR", "WARNING", "Finding", "LintReport", "ModelInfo", "lint_repository"]
 
@@ -99,6 +100,8 @@ class _Linter:
         if info.config is not raw:
             check_scheduling(info, self._add_new)
         check_warmup(info, self.add)
+        check_model_metrics(info, self.add)
+        check_runtime(info, self.add)
         if info.kind == "ensemble":
             info.steps = {step.model_name for step in config.ensemble_scheduling.step}
             info.deps.update(info.steps)

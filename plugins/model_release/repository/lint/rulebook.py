@@ -146,6 +146,21 @@ RULES: dict[str, Rule] = {
                                       f"{_MCU} ValidateModelConfig, GetBooleanSequenceControlProperties"),
     "leaf-no-warmup": Rule(WARNING, ACCEPTS, "an ONNX or TensorRT leaf without model_warmup: its first request after "
                            "each load pays for lazy initialisation, which a roll-out refuses as too slow"),
+    # --- model_metrics and runtime (section_rules) ---------------------------------------
+    "metrics-unreadable": Rule(ERROR, REFUSES, "a model_metrics section, which Triton 2.51 cannot read (it came in 24.11)",
+                               "Poll failed for model directory '...': failed to read text proto from .../config.pbtxt",
+                               f"{_MRM} (ReadTextProto)"),
+    "metrics-control-invalid": Rule(ERROR, REFUSES, "a metric_control without metric_identifier, family, histogram_options "
+                                    "or buckets (refused by Triton 24.11 and newer; 2.51 refuses any model_metrics)",
+                                    "metric control must specify 'metric_identifier' / metric identifier must specify "
+                                    "non-empty 'family' / metric control must specify 'histogram_options' / histogram "
+                                    "options must specify non-empty 'buckets'", f"{_MCU} ValidateModelMetrics (24.11+)"),
+    "metrics-family-unknown": Rule(WARNING, ACCEPTS, "a metric_control naming a family Triton cannot customise (ignored)",
+                                   "Metric family '...' in 'metric_identifier' is not a customizable metric in Triton core.",
+                                   "core src/metric_model_reporter.cc MetricReporterConfig::ParseConfig (24.11+)"),
+    "runtime-escapes": Rule(ERROR, REFUSES, "a runtime library path that is absolute or climbs out with '..'",
+                            "backend library name '...' escapes backend directory '...', for model '...', check model "
+                            "config runtime field", "core src/backend_model.cc ResolveBackendPaths"),
     "instance-count-invalid": Rule(WARNING, ACCEPTS, "an instance group count below 1: Triton uses its default count instead"),
     "instance-gpus-invalid": Rule(ERROR, REFUSES, "a KIND_CPU or KIND_MODEL instance group that lists GPUs",
                                   "instance group ... of model ... has kind KIND_CPU but specifies one or more GPUs",
@@ -266,6 +281,7 @@ NOT_FROM_FILES = {
     "config-autocomplete": "the config Triton will infer from the model file",
     "autocomplete-unread": "what auto_complete_config sets when it is computed at run time, and the tensors of a "
                            "TensorRT plan (read only with TensorRT) or of an ONNX file onnx cannot load",
+    "metrics-family-unknown": "nothing on Triton 2.51, which refuses any model_metrics (metrics-unreadable)",
     "model-file-missing": "for onnxruntime, tensorrt and other backends, whether the file's graph matches the "
                           "config (the canary's onnxruntime shim checks ONNX inputs and outputs)",
 }
