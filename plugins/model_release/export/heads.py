@@ -17,7 +17,7 @@ top class), written into ``reference.npz`` beside the native outputs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -103,6 +103,21 @@ def decide(spec: ReleaseSpec, output: str, answers: np.ndarray | None) -> dict[s
     return {"output": output, "role": LOGITS, "why": (f"its {len(rows)} first golden rows sum to {sums.min():.4g}..{sums.max():.4g}"
                                                       f"{'' if rows.min() >= 0 else ' and hold negative scores'}, not "
                                                       "probabilities: served through a softmax (repository.scores: auto)")}
+
+
+def head_of(spec: ReleaseSpec, outputs: list[TensorSpec], planned: str | None, cached: Mapping[str, str],
+            answers: Callable[[str], np.ndarray]) -> dict[str, str]:
+    """The head of the converted file: its output (``planned`` from the signature, else :func:`choose` on ``outputs``)
+    and :func:`decide`'s role; ``cached``: what this conversion's cache entry decided, reused when it still holds;
+    ``answers(output)``: the native answers on the first golden batch, asked only when a classifier's scores must be
+    told apart. {} for a shape that serves every output."""
+    if spec.repository.shape not in SERVED_ROLE:
+        return {}
+    output = planned if planned in {o.name for o in outputs} else choose(spec, outputs, "the converted ONNX file")
+    if cached and cached.get("output") == output and cached.get("scores") == spec.repository.scores:
+        return dict(cached)
+    needs = spec.repository.shape == "classifier" and spec.repository.scores == "auto"
+    return {**decide(spec, output, answers(output) if needs else None), "scores": spec.repository.scores}
 
 
 def softmax(scores: np.ndarray) -> np.ndarray:

@@ -38,7 +38,7 @@ from ..workspace import Workspace, atomic_write_bytes, atomic_write_json, sha256
 from . import cache, paritycache
 from . import heads, lengths
 from .base import Converter, converter_for, first_line, package_version, unpack
-from .checks import check_onnx, opset_imports, opset_of, simplify, tensor_specs
+from .checks import check_onnx, check_opset, opset_imports, opset_of, simplify, tensor_specs
 from ..model.native import NativeModel, cast_input, load_native
 
 log = logging.getLogger(__name__)
@@ -83,7 +83,7 @@ def export(
     axes = lengths.declared_axes(spec, intake)
     planned = heads.plan(spec, intake)  # a model the repository shape cannot serve is refused before any conversion
     converted = _convert(spec, lengths.with_declared_axes(intake, axes), ws, out, converter, native, versions)
-    _check_opset(spec, converted, intake.flavor)
+    check_opset(spec, converted.opset, converted.notes, intake.flavor)
     lengths.check_kept(converted.inputs, axes, where=_declared_where(spec, axes))
     check_tolerance_names(spec, converted.outputs)
     head = _head(spec, intake, converted, native, planned)
@@ -199,44 +199,17 @@ def _convert(spec: ReleaseSpec, intake: IntakeResult, ws: Workspace, out: Path, 
 
 
 def _head(spec: ReleaseSpec, intake: IntakeResult, conv: _Converted, native: _LazyNative, planned: str | None) -> dict[str, Any]:
-    """The output the repository shape serves and what it holds (:mod:`.heads`); {} for a shape that serves every output."""
-    if spec.repository.shape not in heads.SERVED_ROLE:
-        return {}
-    output = planned if planned in {o.name for o in conv.outputs} else heads.choose(spec, conv.outputs, "the converted ONNX file")
-    decided = {**conv.head, "scores": spec.repository.scores}
-    if conv.head and conv.head.get("output") == output and conv.head.get("scores") == spec.repository.scores:
-        return decided
-    needs = spec.repository.shape == "classifier" and spec.repository.scores == "auto"
-    answers = native.get()(next(iter(iter_golden(spec, intake))))[output] if needs else None
-    return {**heads.decide(spec, output, answers), "scores": spec.repository.scores}
+    """The output the repository shape serves and what it holds (:func:`.heads.head_of`); the native model runs only
+    when a classifier's scores must be told apart and this conversion's cache entry has not told them already."""
+    def answers(output: str) -> np.ndarray:
+        return native.get()(next(iter(iter_golden(spec, intake))))[output]
+
+    return heads.head_of(spec, conv.outputs, planned, conv.head, answers)
 
 
 def _declared_where(spec: ReleaseSpec, axes: Mapping[str, list[int]]) -> str:
     named = [n for n in axes if n in spec.export.dynamic_axes]
     return "the MLflow signature's -1" + (f" and export.dynamic_axes in {spec.where}" if named else "")
-
-
-def _check_opset(spec: ReleaseSpec, conv: _Converted, flavor: str) -> None:
-    """Honour ``export.opset`` or refuse: a file above it is refused unless ``export.allow_other_opset``.
-
-    A file below it is shipped (every runtime that loads the asked opset loads the older ones); both
-    differences are recorded in the notes (``opset``), which the stage line repeats.
-
-    Raises:
-        ExportError: the file imports a higher opset than asked and the spec does not allow it.
-    """
-    asked, shipped = spec.export.opset, conv.opset
-    if shipped == asked:
-        conv.notes.pop("opset", None)
-        return
-    why = conv.notes.get("opset") or f"the {flavor} converter reached opset {shipped}"
-    if shipped > asked and not spec.export.allow_other_opset:
-        raise ExportError(
-            f"export.opset {asked} is not honoured: the {flavor} model exports at opset {shipped} ({why}); a runtime pinned "
-            f"to opset {asked} may not load it, so it is not shipped. Set export.opset: {shipped} in {spec.where} if the "
-            f"serving runtime takes it, or export.allow_other_opset: true to ship opset {shipped} and record it"
-        )
-    conv.notes["opset"] = why
 
 
 def _prove(spec: ReleaseSpec, intake: IntakeResult, ws: Workspace, out: Path, conv: _Converted,
