@@ -1,28 +1,35 @@
-"""Roll-out cost against doing it by hand, a no-op roll-out, and rollback time, on two local Tritons.
+"""No stall: steady traffic's p99 during roll-outs against before, on one local Triton with its agent.
 
-Run:  .venv/bin/python benchmarks/bench_rollout.py [--repeats 3]
+Run:  .venv/bin/python benchmarks/bench_rollout.py [--repeats 3] [--window-s 4] [--pause-s 0.01]
 
-Two classifier releases (assembled and promoted with the product's own code into a local store):
-release 2 changes the ONNX leaf, so a roll-out copies and loads one member and re-pins the entry
-ensemble. Printed, all from this one run:
+One serving Triton (the CPU fleet's: python backend, ONNX leaves through the onnxruntime shim) with its
+serving agent, in a process of their own as the local stack runs them (model_release.local.fleet);
+steady traffic to it from another process (two client threads each sending an 8-row request every
+``--pause-s``, as tests/serve/support.BalancedLoop does: steady, not as fast as the machine allows,
+and timed where no roll-out code holds the interpreter); the roll-out runs in this process, as on an
+Airflow worker, with the spec's default warm-up (3 requests to each new version before the switch).
+Each roll-out is compared with a window of the same traffic just before it. Releases are classifier
+pipelines (an ONNX leaf, a python postprocess, the entry ensemble) assembled and promoted with the
+product's own code; each new release changes both members, so each roll-out loads two models beside
+the serving ones and re-pins the entry.
+Printed, all from this one run:
 
-1. roll-out of release 2 over release 1, seconds per server (from the record), against doing the
-   same by hand on a third server with the same starting state: copy the changed version folder,
-   load the member with tritonclient (config override with both versions), load the ensemble with
-   pinned steps. Ratio roll-out / by hand (the roll-out also reads state, checks readiness and
-   writes its record, lock and version map);
-2. a second roll-out of the same, unchanged release: what O(metadata) costs (index + config reads);
-3. rollback: the pointer moved back and a roll-out, seconds per server (target under 2 s: no model
-   is loaded, only the ensemble is re-pinned).
-
-The fleet is the CPU one (python-backend Triton, ONNX leaves through the onnxruntime shim).
-Medians of ``--repeats`` alternations of roll-out and rollback.
+1. the p99 (and max) of requests started in the windows just before each roll-out, and of requests
+   started while a roll-out ran (``--repeats`` roll-outs, each to a new release), and the ratio during /
+   before (goal: at most 1.5);
+2. the roll-out's and the rollback's seconds per server (the rollback re-pins: both releases are loaded);
+3. why the agent loads over gRPC: one member version loaded beside the serving one through Triton's HTTP
+   repository API, then through gRPC, each under the same traffic; how many requests started during
+   each load and the longest request that overlapped it (on Triton 2.51 an HTTP load holds HTTP
+   inference behind it for the whole load).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
+import os
 import shutil
 import statistics
 import sys
@@ -35,141 +42,150 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "plugins"))
 
 
-def _by_hand(server, release, repo: Path, old: dict[str, int]) -> float:
-    """Copy the changed folder and load it with tritonclient, as a platform team's script would."""
+def _p(latencies: list[float], q: float) -> float:
+    import numpy as np
+
+    return round(float(np.percentile(latencies, q)) * 1000, 2) if latencies else float("nan")
+
+
+def _window(latencies: list[tuple[float, float]], t0: float, t1: float) -> list[float]:
+    return [s for start, s in latencies if t0 <= start <= t1]
+
+
+def _traffic(servers: list, releases: list, pause_s: float, stop, out) -> None:
+    """The traffic process: a BalancedLoop until ``stop``; sends back every (start, seconds) and the counts."""
+    from model_release.serve.fleet import Fleet
+    from tests.serve.support import BalancedLoop
+
+    fleet = Fleet("production", tuple(servers))
+    with BalancedLoop(lambda: fleet, releases, threads=2, max_s=3600, pause_s=pause_s) as loop:
+        out.send("started")
+        stop.wait()
+    out.send({"latencies": list(loop.latencies), "failures": loop.traffic.failures[:5], "failed": len(loop.traffic.failures),
+              "mixed": len(loop.traffic.mixed), "answered": loop.traffic.total, "retried": len(loop.retried)})
+
+
+def _releases(tmp: Path, store, n: int):
+    from tests.serve.support import build_release, edit_postprocess
+
+    def changed(i: int):  # a postprocess that differs in its bytes only: a new version of that member too
+        return lambda models: edit_postprocess(models, "    def initialize(self, args):\n",
+                                               f"    # release {i}\n    def initialize(self, args):\n")
+
+    kinds = ["lr", "weak", "tree"]  # the only three classifiers the test support fits: releases repeat them
+    return [build_release(tmp, store, kinds[i % 3], f"iris-b{i}", promote_it=i == 0, tweak=changed(i)) for i in range(n)]
+
+
+def _load_stall(fleet, window_s: float) -> dict[str, tuple[float, float]]:
+    """One member load over HTTP, then over gRPC (the same load each time): when each ran."""
+    import tritonclient.grpc as grpcclient
     import tritonclient.http as httpclient
     from google.protobuf import json_format
 
-    from model_release.repository.config import write_config
-    from model_release.serve.server_repo import entry_config, member_config
+    from model_release.serve.server_repo import copy_version, write_model_config
+    from model_release.repository.config import read_config
 
-    client = httpclient.InferenceServerClient(server.url, network_timeout=300)
-    t0 = time.perf_counter()
-    for model in release.members():
-        version = release.versions[model]
-        if version == old.get(model):
-            continue
-        target = repo / model / str(version)
-        shutil.rmtree(target, ignore_errors=True)
-        shutil.copytree(release.models_dir / model / release.release_version(model), target)
-        config = member_config(release, model, {old[model], version})
-        write_config(repo / model / "config.pbtxt", config)  # loading the ensemble reloads members from their files
-        client.load_model(model, config=json_format.MessageToJson(config, preserving_proto_field_name=True))
-    config = entry_config(release)
-    client.load_model(release.entry, config=json_format.MessageToJson(config, preserving_proto_field_name=True))
-    seconds = time.perf_counter() - t0
-    client.close()
-    return seconds
+    server, repo = fleet.fleet.servers[0], fleet.root / "serve-1" / "models"
+    grpc_url = json.loads((fleet.root / "serve-1" / "server.json").read_text())["grpc_url"]
+    current = max(int(p.name) for p in (repo / "iris_model").iterdir() if p.is_dir() and p.name.isdigit())
+    spare = current + 100
+    out = {}
+    for how in ("http", "grpc"):
+        copy_version(repo, "iris_model", current, spare)
+        config = read_config(repo / "iris_model" / "config.pbtxt")
+        both = type(config)()
+        both.CopyFrom(config)
+        both.version_policy.specific.versions[:] = sorted({*config.version_policy.specific.versions, spare})
+        write_model_config(repo, "iris_model", both)
+        text = json_format.MessageToJson(both, preserving_proto_field_name=True)
+        client = httpclient.InferenceServerClient(server.url, network_timeout=300) if how == "http" else \
+            grpcclient.InferenceServerClient(grpc_url)
+        time.sleep(window_s / 4)
+        t0 = time.perf_counter()
+        client.load_model("iris_model", config=text)
+        t1 = time.perf_counter()
+        back = json_format.MessageToJson(config, preserving_proto_field_name=True)
+        write_model_config(repo, "iris_model", config)
+        client.load_model("iris_model", config=back)  # the spare version unloaded again
+        client.close()
+        shutil.rmtree(repo / "iris_model" / str(spare), ignore_errors=True)
+        out[how] = (t0, t1)
+        time.sleep(window_s / 4)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=3, help="roll-outs, each to a new release")
+    parser.add_argument("--window-s", type=float, default=4.0, help="seconds of steady traffic measured before each roll-out")
+    parser.add_argument("--pause-s", type=float, default=0.01, help="seconds between one client thread's requests")
     args = parser.parse_args(argv)
 
-    from model_release.serve.fleet import Fleet
-    from model_release.serve.rollout import RolloutOptions, roll_out
-    from model_release.serve.server_repo import prepare_release
-    from model_release.serve.versions import assign_versions, read_versions
+    from model_release.local.fleet import LocalFleet
+    from model_release.serve.rollout import roll_out
+    from model_release.serve.warmup import WarmupRule
+    from model_release.spec.serve import WarmupSpec
     from model_release.store.channels import rollback
-    from model_release.store.pointer import move_channel
-    from tests.serve.support import CHANNEL, build_release, local_fleet, local_store
+    from tests.serve.support import CHANNEL, fast_options, local_store
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-rollout-"))
+    fleet = None
     try:
         store = local_store(tmp)
-        first = build_release(tmp, store, "lr", "iris-r1")
-        second = build_release(tmp, store, "weak", "iris-r2", promote_it=False)
-        with local_fleet(tmp, count=3) as (everyone, _servers):
-            fleet = Fleet(CHANNEL, everyone.servers[:2])
-            hand_server = everyone.servers[2]
-            options = RolloutOptions(cache_dir=tmp / "cache")
-            roll_out(store, everyone, options)  # all three on release 1
-            second.promote(store)
-            versions = assign_versions(store, CHANNEL, second.release_id, store.read_manifest(second.release_id)[0])
-            release = prepare_release(store, second.release_id, versions, tmp / "cache", shim=True)
-            old = read_versions(store, CHANNEL).release_versions(first.release_id)
-            out, noop, back, hand = [], [], [], []
-            calls: dict[str, list[float]] = {"noop": [], "rollback": []}
-            outcomes: dict[str, list[str]] = {"rollout": [], "noop": [], "rollback": []}
-            loads: dict[str, list[str]] = {"rollback": []}
-            for _ in range(args.repeats):
-                record = roll_out(store, fleet, options)
-                out += [s.seconds for s in record.servers]
-                outcomes["rollout"] += [s.outcome for s in record.servers]
-                t0 = time.perf_counter()
-                again = roll_out(store, fleet, options)
-                calls["noop"].append(time.perf_counter() - t0)
-                noop += [s.seconds for s in again.servers]
-                outcomes["noop"] += [s.outcome for s in again.servers]
-                hand.append(_by_hand(hand_server, release, Path(hand_server.repository), old))
-                _reset_by_hand(hand_server, release, first.release_id, store)
-                rollback(store, CHANNEL)
-                t0 = time.perf_counter()
-                rec = roll_out(store, fleet, options)
-                calls["rollback"].append(time.perf_counter() - t0)
-                back += [s.seconds for s in rec.servers]
-                outcomes["rollback"] += [s.outcome for s in rec.servers]
-                loads["rollback"] += [st.action for s in rec.servers for st in s.steps if st.action in ("copy", "load")]
-                _reload_member(fleet, release, old)  # the next repeat copies and loads the member again, as the first did
-                move_channel(store, CHANNEL, second.release_id)
-        med = statistics.median
+        releases = _releases(tmp, store, args.repeats + 1)
+        fleet = LocalFleet(tmp / "serving", store=store.uri, count=1, poll_s=0.2)
+        fleet.start()
+        fleet.wait_ready()
+        options = fast_options(warmup=WarmupRule(requests=WarmupSpec().requests))  # the spec's default warm-up
+        rollout_s, rollback_s, steps, windows = [], [], [], []
+        distinct = releases[:3]  # the releases' models repeat every three: each answer matches one of these
+        context = multiprocessing.get_context("spawn")
+        stop, (mine, theirs) = context.Event(), context.Pipe()
+        traffic = context.Process(target=_traffic, args=(list(fleet.fleet.servers), distinct, args.pause_s, stop, theirs))
+        traffic.start()
+        assert mine.recv() == "started"
+        time.sleep(args.window_s)  # warm: the first requests pay connections and lazy initialisation
+        for release in releases[1:]:
+            t0 = time.perf_counter()
+            time.sleep(args.window_s)
+            release.promote(store)
+            t1 = time.perf_counter()
+            record = roll_out(store, CHANNEL, options)
+            windows.append(((t0, t0 + args.window_s), (t1, time.perf_counter())))
+            rollout_s.append(record.servers[0].seconds)
+            steps.append([f"{s.action} {s.model}" for s in record.servers[0].steps])
+        rollback(store, CHANNEL)
+        back = roll_out(store, CHANNEL, options)
+        rollback_s.append(back.servers[0].seconds)
+        loads = _load_stall(fleet, args.window_s)
+        stop.set()
+        seen = mine.recv()
+        traffic.join(timeout=60)
+        lat = seen["latencies"]
+        before = [x for (b, _) in windows for x in _window(lat, *b)]
+        during = [x for (_, d) in windows for x in _window(lat, *d)]
+        member = {how: {"load_s": round(t1 - t0, 3), "requests_started": len(_window(lat, t0, t1)),
+                        "p99_ms": _p(_window(lat, t0, t1), 99), "longest_request_ms": _p(
+                            [s for start, s in lat if start <= t1 and start + s >= t0], 100)}
+                  for how, (t0, t1) in loads.items()}
+        p99_before, p99_during = _p(before, 99), _p(during, 99)
         print(json.dumps({
-            "rollout_s_per_server": round(med(out), 3), "by_hand_s_per_server": round(med(hand), 3),
-            "ratio_rollout_over_by_hand": round(med(out) / med(hand), 2),
-            "noop_rollout_s_per_server": round(med(noop), 3), "rollback_s_per_server": round(med(back), 3),
-            "rollback_under_2s": med(back) < 2.0,
-            "noop_call_s_whole_fleet": round(med(calls["noop"]), 3),
-            "rollback_call_s_whole_fleet": round(med(calls["rollback"]), 3),
-            "outcomes": {k: sorted(set(v)) for k, v in outcomes.items()},
-            "models_copied_or_loaded_by_rollback": loads["rollback"], "repeats": args.repeats, "samples": {"rollout": out, "noop": noop,
-                                                                                        "rollback": back, "by_hand": hand},
+            "p99_before_ms": p99_before, "p99_during_rollouts_ms": p99_during,
+            "ratio_during_over_before": round(p99_during / p99_before, 2), "goal_at_most": 1.5,
+            "within_goal": p99_during <= 1.5 * p99_before,
+            "max_before_ms": _p(before, 100), "max_during_rollouts_ms": _p(during, 100),
+            "requests_before": len(before), "requests_during_rollouts": len(during),
+            "rollout_s_per_server": round(statistics.median(rollout_s), 3), "rollback_s_per_server": rollback_s[0],
+            "rollback_steps": [f"{s.action} {s.model}" for s in back.servers[0].steps], "rollout_steps": steps[0],
+            "member_load_under_traffic": member, "failed_requests": seen["failed"], "first_failures": seen["failures"],
+            "mixed_answers": seen["mixed"], "answered": seen["answered"],
+            "repeats": args.repeats, "pause_s": args.pause_s, "machine_load_1min": os.getloadavg()[0], "cores": os.cpu_count(),
         }, indent=2))
     finally:
+        if fleet is not None:
+            fleet.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
-
-
-def _reset_by_hand(server, release, first_id, store) -> None:
-    """Put the by-hand server back on release 1 with release 2's member unloaded and its folder gone."""
-    import tritonclient.http as httpclient
-    from google.protobuf import json_format
-
-    from model_release.serve.server_repo import member_config, write_model_config
-    from model_release.serve.versions import read_versions
-
-    old = read_versions(store, "production").release_versions(first_id)
-    client = httpclient.InferenceServerClient(server.url, network_timeout=300)
-    pinned = {step: old[step] for step in old}
-    config = release.config(release.entry)
-    for step in config.ensemble_scheduling.step:
-        step.model_version = pinned[step.model_name]
-    client.load_model(release.entry, config=json_format.MessageToJson(config, preserving_proto_field_name=True))
-    for model in release.members():
-        if release.versions[model] != old[model]:
-            cfg = member_config(release, model, {old[model]})
-            write_model_config(Path(server.repository), model, cfg)
-            client.load_model(model, config=json_format.MessageToJson(cfg, preserving_proto_field_name=True))
-            shutil.rmtree(Path(server.repository) / model / str(release.versions[model]), ignore_errors=True)
-    client.close()
-
-
-def _reload_member(fleet, release, old) -> None:
-    """Unload release 2's changed members on the fleet (policy back to release 1's), so each repeat loads them."""
-    import tritonclient.http as httpclient
-    from google.protobuf import json_format
-
-    from model_release.serve.server_repo import member_config, write_model_config
-
-    for server in fleet.servers:
-        client = httpclient.InferenceServerClient(server.url, network_timeout=300)
-        for model in release.members():
-            if release.versions[model] != old[model]:
-                cfg = member_config(release, model, {old[model]})
-                write_model_config(Path(server.repository), model, cfg)
-                client.load_model(model, config=json_format.MessageToJson(cfg, preserving_proto_field_name=True))
-                shutil.rmtree(Path(server.repository) / model / str(release.versions[model]), ignore_errors=True)
-        client.close()
 
 
 if __name__ == "__main__":

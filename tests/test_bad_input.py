@@ -192,7 +192,6 @@ CASES: list[Case] = [
     golden_case("golden-npy-garbage", "g.npz", _garbage_npy, 'array "input" is not a readable .npy array'),
     golden_case("golden-rows-differ", "g.npz", lambda p: _npz(p, a=GOLDEN_OK, b=GOLDEN_OK[:10]),
                 "its arrays have different row counts {'a': 150, 'b': 10}"),
-    golden_case("golden-npz-fortran", "g.npz", lambda p: _npz(p, input=np.asfortranarray(GOLDEN_OK)), "is Fortran-ordered"),
     golden_case("golden-object-array", "g.npz", _object_npz, 'array "input" is an object array'),
     golden_case("golden-scalar", "g.npz", lambda p: _npz(p, input=np.float32(1)), 'array "input" is a scalar'),
     golden_case("golden-parquet-garbage", "g.parquet", "PAR1 not really\n", "g.parquet' is not a readable parquet file"),

@@ -29,8 +29,12 @@ ROW = re.compile(r"^\s*(?P<cpu>[\d.]+)\s+(?P<own>[\d.]+)\s+(?P<children>[\d.]+)\
 def test_each_file_is_charged_its_own_cpu_and_its_reaped_childrens(tmp_path, workers) -> None:
     (tmp_path / "test_child.py").write_text(CHILD)
     (tmp_path / "test_own.py").write_text(OWN)
+    # --rootdir: the files' labels are relative to it. Left to pytest, it is the common folder of this clone
+    # (the working folder) and tmp_path, which is / (then tmp_path) only where the two share no prefix: a
+    # clone under the system's temporary folder would label them "pytest-of-USER/pytest-N/.../test_own.py"
     run = subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.cpu_time", "--cpu-time", "-q", "-p", "no:cacheprovider",
-                          "-n", str(workers), str(tmp_path)], cwd=PROJECT, capture_output=True, text=True, timeout=300)
+                          "--rootdir", str(tmp_path), "-n", str(workers), str(tmp_path)],
+                         cwd=PROJECT, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     rows = {m["file"]: m for m in map(ROW.match, run.stdout.splitlines()) if m}
     assert set(rows) == {"test_child.py", "test_own.py"}, run.stdout

@@ -113,7 +113,8 @@ def arrows(graph: dict[str, set[str]], source: str, target: str) -> list[str]:
 
 
 #: the package's entry points, at its top, and the one runner of the stages below them
-ENTRY_POINTS = ("model_release.cli", "model_release.local.demo", "model_release.local.distributed_demo", "model_release.reexport")
+ENTRY_POINTS = ("model_release.cli", "model_release.local.demo", "model_release.local.distributed_demo", "model_release.reexport",
+                "model_release.reference.__main__")
 RUNNER = "model_release.pipeline"
 
 

@@ -69,7 +69,7 @@ if [ ! -x .venv/bin/uv ]; then
   say "installing uv $UV_VERSION into .venv"
   .venv/bin/pip install -q "uv==$UV_VERSION"
 fi
-want=$(stamp_of requirements.lock pyproject.toml infra/local/setup.sh)
+want=$(stamp_of requirements.lock pyproject.toml setup.py infra/local/setup.sh)  # setup.py: the editable install's package map
 if [ "$(cat .venv/.model-release-stamp 2>/dev/null)" != "$want" ]; then
   say "syncing .venv with requirements.lock (about 1 minute the first time)"
   # install (not sync): sync would remove torch, which is installed below

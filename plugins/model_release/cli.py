@@ -10,9 +10,10 @@
     model-release demo                                                     four releases on the embedded stack
     model-release up [--detach] | down | status [--wait]                   the local stack as services
     model-release webhook-receiver --port N [--specs DIR]                  MLflow registry webhooks -> Airflow
-    model-release rollout --channel C [--store URI] [--fleet FILE] [--spec FILE | --no-watch]
-                                                                           roll the channel out to its serving Tritons, watched
-    model-release fleet status --channel C [--store URI] [--fleet FILE]    what each serving Triton serves, and drift
+    model-release rollout --channel C [--store URI] [--spec FILE | --no-watch]
+                                                                           roll the channel out to its serving agents, watched
+    model-release fleet status --channel C [--store URI]                   what each serving Triton serves, and drift
+    model-release serve-agent --name N --channel C --triton-grpc H:P ...   the agent beside a serving Triton
 
 Exit codes, the same on every command: 0 success, 1 failure, 2 bad input (spec, model, a flag, a release or
 channel that does not exist, nothing to roll back), 3 blocked by a gate, 4 infrastructure (a service down,
@@ -37,7 +38,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from . import flags
+from . import flags, project_home
 from .errors import ModelReleaseError, UserError
 from .flags import Parser
 from .safe_text import echo, one_line, redact, redact_tree
@@ -143,11 +144,16 @@ def _tracking_uri(flag: str | None) -> str:
     return uri
 
 
-def _report(argv: list[str]) -> int:
+def _report_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="model-release report", description="Print a canary report's decision: the verdict "
-                     "and each gate as one line. Exit 0 when it passed, 3 when it was rejected, 5 when it was inconclusive.")
+                    "and each gate as one line. Exit 0 when it passed, 3 when it was rejected, 5 when it was inconclusive.")
     parser.add_argument("report", help="report.json (from a workspace's canary/ or a store's reports/)")
     flags.add(parser, "json", help="print the whole report.json instead of the decision")
+    return parser
+
+
+def _report(argv: list[str]) -> int:
+    parser = _report_parser()
     args = parser.parse_args(argv)
     data = read_report(args.report)
     if args.json:
@@ -285,7 +291,7 @@ def _webhook_receiver(argv: list[str]) -> int:
     from .registry_events.signature import DEFAULT_TOLERANCE_S
     from .registry_events.wiring import SECRET_ENV, run_receiver
 
-    home = Path(os.environ.get("MODEL_RELEASE_HOME") or Path(__file__).resolve().parents[2])
+    home = project_home()
     parser = Parser(prog="model-release webhook-receiver", description=_webhook_receiver.__doc__)
     parser.add_argument("--port", type=int, required=True, help="port on 127.0.0.1")
     parser.add_argument("--specs", type=Path, default=Path(os.environ.get("MODEL_RELEASE_SPECS") or home / "releases"))
@@ -312,9 +318,49 @@ def _fleet(argv: list[str]) -> int:
     return fleet_main(argv)
 
 
+def _serve_agent(argv: list[str]) -> int:
+    from .serve.cli import agent_main
+
+    return agent_main(argv)
+
+
 COMMANDS = {"release": _release, "lint": _lint, "report": _report, "store": _store, "rollback": _rollback, "demo": _demo,
             "up": _up, "down": _down, "status": _status, "rollout": _rollout, "fleet": _fleet,
-            "webhook-receiver": _webhook_receiver}
+            "webhook-receiver": _webhook_receiver, "serve-agent": _serve_agent}
+
+
+#: every command's parser, by the words that run it: the grammar test (tests/test_cli_grammar.py) and the CLI
+#: reference (docs/reference/cli.md) read them; ``store`` stands for each of its subcommands
+PARSERS = {
+    "release": "model_release.cli:_release_parser",
+    "report": "model_release.cli:_report_parser",
+    "lint": "model_release.repository.lint.cli:parser",
+    "store": "model_release.store.cli:_parser",
+    "rollout": "model_release.serve.cli:rollout_parser",
+    "fleet status": "model_release.serve.cli:fleet_status_parser",
+    "serve-agent": "model_release.serve.cli:agent_parser",
+    "demo": "model_release.local.demo:demo_parser",
+    "up": "model_release.local.up:up_parser",
+    "down": "model_release.local.up:down_parser",
+    "status": "model_release.local.status:status_parser",
+}
+
+
+def parsers() -> dict[str, argparse.ArgumentParser]:
+    """Every command's parser by the words that run it (``store history``, ``fleet status``, ``release``)."""
+    import importlib
+
+    found: dict[str, argparse.ArgumentParser] = {}
+    for words, target in PARSERS.items():
+        module, _, name = target.partition(":")
+        parser = getattr(importlib.import_module(module), name)()
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]  # noqa: SLF001 - argparse's own
+        if subs:
+            found.update({f"{words} {sub}": sub_parser for sub, sub_parser in subs[0].choices.items()})
+        else:
+            found[words] = parser
+    found["rollback"] = found["store rollback"]  # `model-release rollback` is `store rollback`
+    return found
 
 
 def _print_json(data: Any) -> None:

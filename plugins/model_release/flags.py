@@ -12,7 +12,6 @@ channel             ``--channel C``           ``production``
 release             ``--release ID``          (per command: the pointer's, a new id, required)
 MLflow              ``--tracking-uri URI``    ``$MLFLOW_TRACKING_URI``
 registry alias      ``--mlflow-alias A``      ``production`` (the alias that follows a channel)
-serving fleet       ``--fleet FILE``          ``$MODEL_RELEASE_FLEET``
 JSON output         ``--json``                JSON when stdout is not a terminal
 ==================  ========================  =================================================
 
@@ -74,8 +73,6 @@ CONCEPTS: dict[str, Concept] = {
                             env="MLFLOW_TRACKING_URI"),
     "mlflow_alias": Concept("--mlflow-alias", "the MLflow alias that follows the channel (default production)", "A",
                             default="production"),
-    "fleet": Concept("--fleet", "the fleet file naming the channel's serving Tritons (default $MODEL_RELEASE_FLEET)",
-                     "FILE", env="MODEL_RELEASE_FLEET"),
     "json": Concept("--json", "print JSON (what is printed anyway when stdout is not a terminal)",
                     extra={"action": "store_true"}),
 }

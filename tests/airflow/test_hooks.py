@@ -106,25 +106,3 @@ def test_a_connection_that_cannot_be_read_is_an_outage_not_an_absent_connection(
             call()
         assert "could not be read (RuntimeError)" in str(caught.value)
         assert "hunter2" not in str(caught.value) and caught.value.__cause__ is None
-
-
-def test_serving_fleet_from_the_variable_and_its_connections(monkeypatch) -> None:
-    from model_release.airflow.hooks import serving_fleet
-    from model_release.errors import SpecError
-
-    monkeypatch.delenv("MODEL_RELEASE_FLEET", raising=False)
-    assert serving_fleet("staging") is None  # no Variable, no fleet file: nothing to roll out to
-    monkeypatch.setenv("AIRFLOW_VAR_MODEL_RELEASE_FLEET_STAGING", "serve_a, serve_b")
-    monkeypatch.setenv("AIRFLOW_CONN_SERVE_A", json.dumps(
-        {"conn_type": "http", "host": "a.internal", "port": 8000,
-         "extra": {"repository": "/srv/a", "metrics_url": "http://a.internal:8002/metrics", "auto_complete": False}}))
-    monkeypatch.setenv("AIRFLOW_CONN_SERVE_B", json.dumps(
-        {"conn_type": "http", "host": "b.internal", "extra": {"repository": "/srv/b"}}))
-    fleet = serving_fleet("staging")
-    assert [(s.name, s.url, s.repository, s.metrics_url, s.auto_complete) for s in fleet.servers] == [
-        ("serve_a", "a.internal:8000", "/srv/a", "http://a.internal:8002/metrics", False),
-        ("serve_b", "b.internal:8000", "/srv/b", None, True)]  # Triton's default: it completes configs
-    monkeypatch.setenv("AIRFLOW_CONN_SERVE_B", json.dumps(
-        {"conn_type": "http", "host": "b.internal", "extra": {"repository": "/srv/b", "auto_complete": "no"}}))
-    with pytest.raises(SpecError, match=r"connection 'serve_b' \(extra\): server 'serve_b' has auto_complete 'no'; it must be true"):
-        serving_fleet("staging")

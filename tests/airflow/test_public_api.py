@@ -63,3 +63,13 @@ def test_an_unknown_name_says_which_names_there_are() -> None:
 
     with pytest.raises(AttributeError, match=r"has no attribute 'ReleaseOperator'; its public names are AssembleOperator, "):
         api.ReleaseOperator  # noqa: B018
+
+
+def test_building_the_release_assets_loads_no_provider() -> None:
+    """The Assets' x- scheme keeps Airflow from loading every provider's URI handlers (boto3 with them) at parse time."""
+    probe = ("import sys\n"
+             "from model_release.airflow.dags import channel_asset, registry_asset\n"
+             "a, r = channel_asset('production'), registry_asset('iris')\n"
+             "print(a.uri, r.uri, 'airflow.providers.amazon.aws.hooks' in sys.modules, 'boto3' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True).stdout
+    assert out.split() == ["x-model-release://channels/production", "x-model-release://registry/iris", "False", "False"]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from model_release.triton.shim import auto_complete_needed, prepare_canary_repository
-from model_release.triton.local import DEFAULT_RUNTIME_VENV, NO_AUTO_COMPLETE, LocalTriton
+from model_release.triton.local import NO_AUTO_COMPLETE, LocalTriton, runtime_venv
 
 from .support import train_iris, write_leaf, write_pipeline
 
@@ -39,8 +39,8 @@ def iris_repository(tmp_path_factory: pytest.TempPathFactory, iris) -> Path:
 def served(tmp_path_factory: pytest.TempPathFactory, iris_repository: Path) -> Iterator[LocalTriton]:
     """One real tritonserver over a shimmed copy of ``iris_repository``, explicit model control; without
     auto-complete when the copy does not need it, as the canary runs its own (canary/serve.py)."""
-    if not (DEFAULT_RUNTIME_VENV / "bin" / "python").exists():
-        pytest.fail(f"the runtime venv {DEFAULT_RUNTIME_VENV} is missing: run `bash infra/local/setup.sh`")
+    if not (runtime_venv() / "bin" / "python").exists():
+        pytest.fail(f"the runtime venv {runtime_venv()} is missing: run `bash infra/local/setup.sh`")
     work = tmp_path_factory.mktemp("served")
     copy = prepare_canary_repository(iris_repository, work / "repository")
     args = [] if auto_complete_needed(copy.path) else [NO_AUTO_COMPLETE]

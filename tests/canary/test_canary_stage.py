@@ -51,6 +51,9 @@ def test_a_faithful_candidate_passes_on_a_local_shimmed_triton_with_its_figures_
     assert server["description"] == "CPU, python-backend onnxruntime shim"
     assert server["shimmed_models"] == ["iris_onnx"]
     assert server["models_loaded"] == {"iris_onnx": ["1"], "iris_post": ["1"], "iris": ["1"]}
+    # the candidate's memory, for a side-by-side roll-out: two python stubs loaded (each tens of MB resident)
+    memory = result.figures["memory"]
+    assert memory["footprint_bytes"] > 20 << 20 and memory["how"].startswith("resident memory of the canary Triton"), memory
     assert report["golden"]["rows"] == 150
     parity = report["parity"]
     assert parity["probabilities"]["passed"] and parity["probabilities"]["max_abs"] < 1e-5

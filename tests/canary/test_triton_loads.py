@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from google.protobuf import json_format
 
-from model_release.triton.local import DEFAULT_RUNTIME_VENV, LocalTriton, precompile_models
+from model_release.triton.local import LocalTriton, precompile_models, runtime_venv
 from model_release.triton.server import TritonServer
 from model_release.triton.shim import auto_complete_needed, prepare_canary_repository
 
@@ -64,11 +64,11 @@ def test_without_precompiling_the_stub_writes_bytecode_into_the_version_folder(t
 
 def test_precompile_models_compiles_each_version_folders_model_py_with_the_given_python(tmp_path, iris_repository) -> None:
     repo = _only_iris(iris_repository, tmp_path / "repository")
-    scripts = precompile_models(repo, DEFAULT_RUNTIME_VENV / "bin" / "python")
+    scripts = precompile_models(repo, runtime_venv() / "bin" / "python")
     assert sorted(p.parent.parent.name for p in scripts) == sorted([LEAF, "iris_post"])
     for script in scripts:
         assert list((script.parent / "__pycache__").glob("model.cpython-*.pyc")), script
-    assert precompile_models(tmp_path / "empty-but-missing", DEFAULT_RUNTIME_VENV / "bin" / "python") == []
+    assert precompile_models(tmp_path / "empty-but-missing", runtime_venv() / "bin" / "python") == []
 
 
 def test_the_served_configs_are_the_same_without_auto_complete(tmp_path, iris_repository) -> None:

@@ -117,7 +117,9 @@ def test_one_scheduled_dag_per_spec_with_the_specs_schedule() -> None:
     assert info["tasks"]["model_release__iris"] == RELEASE_TASKS
     assert info["queues"]["model_release__iris"]["tensorrt"] == "gpu"
     iris = info["schedules"]["model_release__iris"]  # the registry Asset or releases/iris.yaml's @daily
-    assert "AssetOrTimeSchedule" in iris and "model_release_registry_iris" in iris and "0 0 * * *" in iris, iris
+    assert "AssetOrTimeSchedule" in iris and "model_release_registry_iris" in iris, iris
+    # Airflow 3.3 writes @daily as its cron expression; 3.2 (the oldest the package claims, tests/package) keeps it
+    assert "expression='0 0 * * *'" in iris or "expression='@daily'" in iris, iris
     assert info["seconds"] < 10, f"generating the scheduled DAGs took {info['seconds']:.1f} s beyond importing Airflow"
 
 

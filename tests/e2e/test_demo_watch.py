@@ -13,9 +13,9 @@ from __future__ import annotations
 import pytest
 
 from model_release.local.demo import MODEL_NAME, release_four, train_iris
-from model_release.local.fleet import LocalFleet
+from model_release.local.fleet import LocalFleet, s3_env
 from model_release.local.stack import EmbeddedStack
-from model_release.serve.fleet import FLEET_ENV
+from model_release.spec import load_spec
 from model_release.serve.guard import ROLLED_BACK
 from model_release.store import ledger
 from model_release.workspace import new_release_id
@@ -28,8 +28,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.dags, pytest.mark.slow]
 @pytest.mark.timeout(1800)  # two DAG runs with a canary each: 5 min alone, 15+ on a 2-core machine shared by others
 def test_a_release_that_fails_on_production_values_is_rolled_back_by_the_watch(tmp_path) -> None:
     spec = write_dag_spec(tmp_path / "specs")
-    with EmbeddedStack(tmp_path / "stack") as stack, LocalFleet(tmp_path / "serving") as fleet:
-        stack.extra_env[FLEET_ENV] = str(fleet.fleet_file)
+    store = load_spec(spec).promote.store
+    with EmbeddedStack(tmp_path / "stack") as stack, \
+            LocalFleet(tmp_path / "serving", store=store, env=s3_env(stack.endpoint_url)) as fleet:
         stack.extra_env["PYTHONUNBUFFERED"] = "1"  # the traffic starts on the rollout task's first line, as it comes
         # as the demo runs them: both DAG runs in one Airflow process, warmed while the champion trains;
         # release_four's traffic starts only if the session streams the run's lines as they come

@@ -164,3 +164,30 @@ def test_the_helm_values_check_can_fail() -> None:
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"requests": {"cpu": "2"}, "limit": {"memory": "1Gi"}},
                             _k8s_definition("io.k8s.api.core.v1.ResourceRequirements"))
+
+
+def test_each_serving_triton_has_its_own_volume_and_an_agent_and_no_worker_mounts_one() -> None:
+    services = _documents(INFRA / "compose" / "docker-compose.yaml")[0]["services"]
+    for name in ("airflow-worker", "airflow-worker-gpu"):
+        assert not any("serving" in str(v) for v in services[name].get("volumes", [])), name
+    for i in (1, 2):
+        triton, agent = services[f"triton-serve-{i}"], services[f"agent-serve-{i}"]
+        assert triton["volumes"] == [f"serving-{i}:/models"] and f"serving-{i}:/models" in agent["volumes"]
+        assert agent["entrypoint"] == ["model-release", "serve-agent"]
+        args = agent["command"]
+        assert args[args.index("--triton-grpc") + 1] == f"triton-serve-{i}:8001" and "8090/ready" in str(agent["healthcheck"])
+    env = services["airflow-worker"]["environment"]
+    assert not any(k.startswith(("AIRFLOW_CONN_TRITON_SERVE", "AIRFLOW_VAR_MODEL_RELEASE_FLEET")) for k in env)
+
+    docs = _documents(INFRA / "k8s" / "triton-serving.yaml")
+    assert not [d for d in docs if d["kind"] == "PersistentVolumeClaim"]  # no shared (ReadWriteMany) volume
+    stateful = next(d for d in docs if d["kind"] == "StatefulSet")
+    [claim] = stateful["spec"]["volumeClaimTemplates"]
+    assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
+    containers = {c["name"]: c for c in stateful["spec"]["template"]["spec"]["containers"]}
+    assert containers["agent"]["readinessProbe"]["httpGet"]["path"] == "/ready"  # the pod's readiness: its agent's
+    assert containers["triton"]["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
+    assert "readinessProbe" not in containers["triton"]
+    assert containers["agent"]["command"] == ["model-release", "serve-agent"]
+    workers = _documents(INFRA / "k8s" / "values-airflow.yaml")[0]["workers"]
+    assert "extraVolumes" not in workers and "extraVolumeMounts" not in workers

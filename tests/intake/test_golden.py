@@ -30,6 +30,27 @@ def test_npz_is_streamed_in_batches_and_cut_at_rows(tmp_path):
     np.testing.assert_array_equal(np.concatenate([b["input"] for b in batches]), x[:700].astype(np.float32))
 
 
+def test_a_fortran_ordered_array_from_a_dataframe_reads_the_same_rows_in_batches(tmp_path, monkeypatch):
+    """``DataFrame.to_numpy()`` is column-major: its rows read as the C-ordered array's, batch by batch."""
+    import pandas as pd
+
+    from model_release.model import golden
+
+    frame = pd.DataFrame(np.arange(600 * 4, dtype=np.float32).reshape(600, 4), columns=list("abcd"))
+    fortran = frame.to_numpy(np.float32)
+    assert fortran.flags.f_contiguous and not fortran.flags.c_contiguous  # what a user's golden file holds
+    np.savez(tmp_path / "g.npz", input=fortran, label=np.arange(600) % 3)
+    batches = list(iter_npz(tmp_path / "g.npz", 256))
+    assert [len(b["input"]) for b in batches] == [256, 256, 88]
+    np.testing.assert_array_equal(np.concatenate([b["input"] for b in batches]), frame.to_numpy())
+    np.testing.assert_array_equal(np.concatenate([b["label"] for b in batches]), np.arange(600) % 3)
+    monkeypatch.setattr(golden, "MAX_FORTRAN_BYTES", fortran.nbytes - 1)  # just too big to read whole
+    with pytest.raises(SpecError, match='array "input" is Fortran-ordered and .*NAME=numpy.ascontiguousarray'):
+        list(iter_npz(tmp_path / "g.npz", 256))
+    monkeypatch.setattr(golden, "MAX_FORTRAN_BYTES", fortran.nbytes)  # just small enough
+    assert sum(len(b["input"]) for b in iter_npz(tmp_path / "g.npz", 256)) == 600
+
+
 def test_npz_found_by_source_name_and_int_widened_to_float(tmp_path):
     np.savez(tmp_path / "g.npz", **{"petal length": np.arange(5), "other": np.zeros(5)})
     spec = TensorSpec("petal_length", "FP64", (1,), source_name="petal length")

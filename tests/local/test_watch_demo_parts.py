@@ -87,7 +87,7 @@ def test_the_traffic_loop_stops_by_itself_at_its_request_bound() -> None:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         url = f"127.0.0.1:{server.server_address[1]}"
-        fleet = Fleet("production", (Server("a", url, "/r"), Server("b", url, "/r")))
+        fleet = Fleet("production", (Server("a", url), Server("b", url)))
         loop = TrafficLoop(fleet, "iris", [{"inputs": []}], max_requests=25, max_s=60, pause_s=0)
         with loop:
             for _ in range(600):
@@ -101,6 +101,6 @@ def test_the_traffic_loop_stops_by_itself_at_its_request_bound() -> None:
 
 
 def test_the_traffic_loop_sends_to_the_loopback_only() -> None:
-    fleet = Fleet("production", (Server("a", "127.0.0.1:8000", "/r"), Server("b", "10.0.0.7:8000", "/r")))
+    fleet = Fleet("production", (Server("a", "127.0.0.1:8000"), Server("b", "10.0.0.7:8000")))
     with pytest.raises(ValueError, match=r"loopback only; servers \['10.0.0.7:8000'\]"):
         TrafficLoop(fleet, "iris", [{"inputs": []}])

@@ -126,7 +126,7 @@ def test_setting_candidate_starts_the_release_dag_through_the_asset_event(tmp_pa
         run = _wait_for_run(api, timeout=120, started=True)
         run_id = urllib.parse.quote(run["dag_run_id"], safe="")
         events = api.get(f"/api/v2/dags/{DAG}/dagRuns/{run_id}/upstreamAssetEvents")["asset_events"]
-        assert [e["uri"] for e in events] == ["model-release://registry/hooked"], events
+        assert [e["uri"] for e in events] == ["x-model-release://registry/hooked"], events
         extra = events[0]["extra"]
         assert (extra["source"], extra["model"], extra["alias"], extra["version"]) == (
             "mlflow-webhook", MODEL, "candidate", version), extra

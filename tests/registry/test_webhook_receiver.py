@@ -92,7 +92,7 @@ def test_a_signed_alias_event_becomes_one_asset_event_for_the_spec_that_names_it
     with caplog.at_level(logging.INFO, logger="model_release.registry_events"):
         status, text = _post(url, body, headers)
     assert status == 202, text
-    assert [(r.spec_name, r.asset_uri) for r, _ in events.posted] == [("iris", "model-release://registry/iris")]
+    assert [(r.spec_name, r.asset_uri) for r, _ in events.posted] == [("iris", "x-model-release://registry/iris")]
     extra = events.posted[0][1]
     assert extra == {"source": "mlflow-webhook", "delivery_id": headers[sig.DELIVERY_ID_HEADER],
                      "model": "iris-classifier", "alias": "candidate", "version": "7"}
@@ -217,4 +217,4 @@ def test_the_scheduled_dag_runs_on_the_receivers_asset_or_its_time_schedule() ->
     assert isinstance(cron, AssetOrTimeSchedule)
     assert [a.uri for a in cron.asset_condition.objects] == [Route("iris", "m", "a", "p").asset_uri]
     assert isinstance(release_schedule("iris", timedelta(hours=6)), AssetOrTimeSchedule)
-    assert [a.uri for a in release_schedule("iris", None)] == ["model-release://registry/iris"]
+    assert [a.uri for a in release_schedule("iris", None)] == ["x-model-release://registry/iris"]

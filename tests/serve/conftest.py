@@ -1,4 +1,4 @@
-"""Fixtures for the roll-out tests: a local store with two releases, a fleet of two local Tritons."""
+"""Fixtures for the roll-out tests: a local store with two releases, a fleet of two local Tritons with agents."""
 
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ def two_releases(store, built_releases):
 
 
 @pytest.fixture
-def fleet(tmp_path):
-    with local_fleet(tmp_path) as (fleet, servers):
-        yield fleet, servers
+def fleet(tmp_path, store, two_releases):
+    """Two serving Tritons with agents, each serving release 1 (the agents loaded it by themselves)."""
+    with local_fleet(tmp_path, store) as live:
+        yield live

@@ -10,12 +10,12 @@ import json
 
 import pytest
 
-from model_release.serve.rollout import RolloutOptions, roll_out
+from model_release.serve.rollout import roll_out
 from model_release.serve.versions import read_versions
 from model_release.store.channels import rollback
 
 from ..repository.support import sklearn_onnx
-from .support import CHANNEL, NAME, RequestLoop, build_release, local_fleet, switches
+from .support import CHANNEL, NAME, RequestLoop, build_release, fast_options, local_fleet, switches
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -26,16 +26,15 @@ def test_a_cascade_rolls_out_and_back_with_its_router_pinned_and_no_failed_or_mi
     first = build_release(tmp_path, store, "lr", "cas-r1", cascade_large=str(large))
     second = build_release(tmp_path, store, "weak", "cas-r2", promote_it=False, cascade_large=str(large))
     assert not (abs(first.expected - second.expected) < 1e-4).all()
-    with local_fleet(tmp_path) as (fleet, _servers):
-        options = RolloutOptions(cache_dir=tmp_path / "cache")
-        roll_out(store, fleet, options)
+    with local_fleet(tmp_path, store) as live:
+        fleet, options = live.fleet, fast_options()
         with RequestLoop(fleet, [first, second]) as loop:
             loop.wait_for(150)
             second.promote(store)
-            forward = roll_out(store, fleet, options)
+            forward = roll_out(store, CHANNEL, options)
             loop.wait_for(150)
             rollback(store, CHANNEL)
-            back = roll_out(store, fleet, options)
+            back = roll_out(store, CHANNEL, options)
             loop.wait_for(150)
     assert loop.traffic.failures == [] and loop.traffic.mixed == [], (loop.traffic.failures[:2], loop.traffic.mixed[:2])
     for server in fleet.servers:

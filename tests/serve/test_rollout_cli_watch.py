@@ -1,8 +1,8 @@
-"""``model-release rollout`` at a terminal watches as the DAG's roll-out does: the plan it builds.
+"""``model-release rollout`` at a terminal rolls out as the DAG's roll-out does: the steps and watch it builds.
 
-A local-folder store holding a release whose manifest records its spec; the roll-out itself is
-replaced by a capture of the options the CLI built (the live roll-out through the CLI, with its
-watch, is in tests/serve/test_watch_rollout.py).
+A local-folder store holding a release whose manifest records its spec, and two agents registered in
+it; the roll-out itself is replaced by a capture of the options the CLI built (the live roll-out through
+the CLI, with its watch, is in tests/serve/test_watch_rollout.py).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 
 from model_release.errors import SpecError, UserError
 from model_release.serve import cli
-from model_release.serve.fleet import Server, write_fleet
+from model_release.serve.membership import AgentState, publish
 from model_release.serve.record import RolloutRecord
 from model_release.serve.watch import HttpProbe
 from model_release.spec import parse_spec
@@ -42,12 +42,11 @@ def _promoted(tmp_path: Path, release_id: str, serve: dict[str, Any] | None, **s
     return store
 
 
-def _fleet(tmp_path: Path, metrics: bool = True) -> Path:
-    path = tmp_path / "fleet.json"
-    servers = [Server(f"serve-{i}", f"127.0.0.1:{9000 + i}", str(tmp_path / f"repo-{i}"),
-                      f"http://127.0.0.1:{9100 + i}/metrics" if metrics else None) for i in (1, 2)]
-    write_fleet(path, {CHANNEL: servers})
-    return path
+def _agents(store, metrics: bool = True) -> None:
+    """Two agents registered in the store (their heartbeat now), with metrics endpoints or without."""
+    for i in (1, 2):
+        publish(store, AgentState(f"serve-{i}", CHANNEL, f"127.0.0.1:{9000 + i}",
+                                  f"http://127.0.0.1:{9100 + i}/metrics" if metrics else None))
 
 
 @pytest.fixture
@@ -55,9 +54,9 @@ def captured(monkeypatch) -> dict[str, Any]:
     """What ``rollout_main`` passed to the roll-out (which is not run)."""
     seen: dict[str, Any] = {}
 
-    def capture(store, fleet, options, *, release_id=None, progress=None):  # noqa: ANN001, ANN202
+    def capture(store, channel, options, *, release_id=None, progress=None):  # noqa: ANN001, ANN202
         seen.update(options=options, release_id=release_id)
-        return RolloutRecord(fleet.channel, release_id, {})
+        return RolloutRecord(channel, release_id, {})
 
     monkeypatch.setattr(cli, "roll_out", capture)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
@@ -65,23 +64,27 @@ def captured(monkeypatch) -> dict[str, Any]:
 
 
 def _main(store, tmp_path: Path, *extra: str, metrics: bool = True) -> None:
-    assert cli.rollout_main(["--channel", CHANNEL, "--store", store.uri, "--fleet", str(_fleet(tmp_path, metrics)),
-                             "--cache", str(tmp_path / "cache"), *extra]) == 0
+    _agents(store, metrics)
+    assert cli.rollout_main(["--channel", CHANNEL, "--store", store.uri, *extra]) == 0
 
 
 def test_the_recorded_specs_watch_is_the_plan_with_its_probe_rows_and_the_alias_to_move_back(tmp_path, captured, capsys) -> None:
     (tmp_path / "specs").mkdir()
     (tmp_path / "specs" / "rows.json").write_text(json.dumps([BODY]))
-    serve = {"watch": {"bake_s": 30, "interval_s": 5, "probe": {"rows": "rows.json", "requests": 2}}}
+    serve = {"watch": {"bake_s": 30, "interval_s": 5, "probe": {"rows": "rows.json", "requests": 2}},
+             "rollout": {"steps": [{"servers": 1}, {"percent": 25}, {"percent": 100}], "swap": "in_place"}}
     store = _promoted(tmp_path, "r1", serve)
-    _main(store, tmp_path, "--mlflow-tracking-uri", "http://127.0.0.1:5000")
+    _main(store, tmp_path, "--tracking-uri", "http://127.0.0.1:5000")
     plan = captured["options"].watch
     assert captured["release_id"] == "r1"  # the pointer's release: its spec is the one read
     assert (plan.spec.bake_s, plan.spec.interval_s) == (30, 5)
     assert isinstance(plan.probe, HttpProbe) and plan.probe.requests == 2  # rows.json beside the recorded spec
     assert (plan.follower.tracking_uri, plan.follower.alias) == ("http://127.0.0.1:5000", "production")
     assert plan.baseline is None
-    assert "watch: each wave watched by the spec recorded in release r1: bake 30 s" in capsys.readouterr().err
+    rollout = captured["options"].spec  # the recorded spec's steps and swap too
+    assert [(st.servers, st.percent) for st in rollout.steps] == [(1, None), (None, 25), (None, 100)]
+    assert rollout.swap == "in_place"
+    assert "watch: each step watched by the spec recorded in release r1: bake 30 s" in capsys.readouterr().err
 
 
 def test_no_watch_and_a_disabled_watch_roll_out_unwatched(tmp_path, captured, capsys) -> None:
@@ -98,7 +101,7 @@ def test_a_release_that_recorded_no_spec_is_not_watched_and_says_so(tmp_path, ca
     store = _promoted(tmp_path, "r1", None)
     _main(store, tmp_path)
     assert captured["options"].watch is None
-    assert "release r1 recorded no spec, so its waves are not watched; pass --spec FILE" in capsys.readouterr().err
+    assert "release r1 recorded no spec, so its steps are not watched; pass --spec FILE" in capsys.readouterr().err
 
 
 def test_a_spec_file_overrides_the_recorded_one(tmp_path, captured) -> None:
@@ -116,7 +119,7 @@ def test_a_watch_that_would_move_the_alias_needs_a_tracking_uri(tmp_path, captur
     store = _promoted(tmp_path, "r1", {})  # promote.mlflow_alias defaults to production
     with pytest.raises(UserError, match=r"^model-release rollout: the spec recorded in release r1 moves the MLflow alias "
                        r"'production' with the channel pointer \(promote.mlflow_alias\), so a watch that rolls back must "
-                       r"move it back too: pass --mlflow-tracking-uri URI or set MLFLOW_TRACKING_URI, or roll out with "
+                       r"move it back too: pass --tracking-uri URI or set MLFLOW_TRACKING_URI, or roll out with "
                        r"--no-watch$"):
         _main(store, tmp_path)
     assert captured == {}  # refused before anything moved
@@ -136,3 +139,10 @@ def test_spec_and_no_watch_together_are_refused(tmp_path, captured) -> None:
     store = _promoted(tmp_path, "r1", {})
     with pytest.raises(UserError, match="argument --no-watch: not allowed with argument --spec"):
         _main(store, tmp_path, "--spec", "x.yaml", "--no-watch")
+
+
+def test_the_old_spelling_of_the_tracking_uri_still_works_and_says_so(tmp_path, captured, capsys) -> None:
+    store = _promoted(tmp_path, "r1", {})
+    _main(store, tmp_path, "--mlflow-tracking-uri", "http://127.0.0.1:5000")
+    assert captured["options"].watch.follower.tracking_uri == "http://127.0.0.1:5000"
+    assert "--mlflow-tracking-uri is deprecated and goes in the next release; use --tracking-uri" in capsys.readouterr().err

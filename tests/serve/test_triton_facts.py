@@ -1,7 +1,7 @@
 """What Triton 2.51 does with the repository API that the roll-out's design rests on, proven here.
 
 A member ``m`` (python, answers with its own version number) and an ensemble ``e`` over it, on a
-local Triton in explicit mode. Each fact is why the roll-out does what it does (see serve/triton_ops.py).
+local Triton in explicit mode. Each fact is why the agent converges as it does (see serve/converge.py and serve/control.py).
 """
 
 from __future__ import annotations
@@ -121,3 +121,59 @@ def test_a_stub_writing_bytecode_makes_the_ensemble_s_load_load_its_python_membe
         log = server.log_path.read_text(errors="replace")
     assert log.count('"loading: m:1"') == member_loads, log[-2000:]
     assert (repo / "m" / "1" / "__pycache__").is_dir()  # written by the stub, or by compile_python_model before
+
+
+SLOW_SECOND = MEMBER.replace(
+    '        self.version = float(args["model_version"])\n',
+    '        self.version = float(args["model_version"])\n'
+    '        open(args["model_repository"] + "/../inits.txt", "a").write(args["model_version"] + "\\n")\n'
+    '        if self.version > 1:\n            import time\n            time.sleep(1.5)\n')
+
+
+def test_a_load_over_grpc_leaves_http_traffic_and_the_serving_version_alone_and_one_over_http_holds_it(tmp_path):
+    """Why the agent loads over gRPC (serve/control.py): a new version built beside the serving one never
+    initializes the serving one again, either way; but Triton's HTTP frontend answers a load on the thread that
+    took it and holds HTTP inference requests behind it for the whole load, while a gRPC load does not."""
+    import threading
+    import time
+
+    import tritonclient.grpc as grpcclient
+
+    repo = tmp_path / "models"
+    for version in (1, 2, 3):
+        (repo / "m" / str(version)).mkdir(parents=True)
+        (repo / "m" / str(version) / "model.py").write_text(SLOW_SECOND)
+    (repo / "m" / "config.pbtxt").write_text(pbtxt(member([1])))
+    (repo / "e" / "1").mkdir(parents=True)
+    (repo / "e" / "config.pbtxt").write_text(pbtxt(ensemble(1)))
+    with LocalTriton(repo, work_dir=tmp_path / "server", ready_timeout=120, precompile=True) as server:
+        http = server.client(network_timeout=120)
+        http.load_model("m")
+        http.load_model("e")
+        longest: dict[str, float] = {}
+
+        def traffic(label: str, stop: threading.Event) -> None:
+            client = server.client(network_timeout=120)
+            worst = 0.0
+            while not stop.is_set():
+                t0 = time.perf_counter()
+                assert answer(client) == 1.0
+                worst = max(worst, time.perf_counter() - t0)
+            longest[label] = worst
+
+        for how, versions in (("grpc", [1, 2]), ("http", [1, 2, 3])):
+            stop = threading.Event()
+            thread = threading.Thread(target=traffic, args=(how, stop))
+            thread.start()
+            time.sleep(0.3)
+            (repo / "m" / "config.pbtxt").write_text(pbtxt(member(versions)))
+            if how == "grpc":
+                grpc = grpcclient.InferenceServerClient(server.grpc_url)
+                grpc.load_model("m", config=json.dumps(member(versions)))
+                grpc.close()
+            else:
+                http.load_model("m", config=json.dumps(member(versions)))
+            stop.set()
+            thread.join()
+    assert (repo / "inits.txt").read_text().split() == ["1", "2", "3"]  # version 1 initialized once
+    assert longest["grpc"] < 1.0 <= longest["http"], longest

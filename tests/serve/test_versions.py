@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from model_release.errors import ConflictError, SpecError, StoreError
-from model_release.serve.fleet import parse_fleet
+from model_release.errors import ConflictError, StoreError
 from model_release.serve.versions import assign_versions, model_digest, read_versions, served_models, versions_key
 from model_release.store.backend import PreconditionFailed
 
@@ -76,28 +75,6 @@ def test_a_map_that_keeps_changing_is_a_conflict_not_a_silent_overwrite(store):
     with pytest.raises(ConflictError, match="changed 5 times while numbering 'r1'"):
         assign_versions(losing, "production", "r1", manifest("a"))
     assert read_versions(store, "production").models == {}
-
-
-def test_a_fleet_needs_name_url_and_repository_and_no_credentials():
-    fleet = parse_fleet({"channels": {"production": [{"name": "a", "url": "127.0.0.1:1", "repository": "/r"},
-                                                     {"name": "b", "url": "127.0.0.1:2", "repository": "/s"}]}},
-                        "production")
-    assert [len(w) for w in fleet.waves()] == [1, 1]
-    with pytest.raises(SpecError, match=r"unknown server keys \['password'\]"):
-        parse_fleet({"channels": {"p": [{"name": "a", "url": "u", "repository": "/r", "password": "x"}]}}, "p")
-    with pytest.raises(SpecError, match="has no server for channel 'staging'"):
-        parse_fleet({"channels": {"p": [{"name": "a", "url": "u", "repository": "/r"}]}}, "staging")
-
-
-def test_a_server_completes_configs_unless_the_fleet_says_auto_complete_false():
-    servers = [{"name": "a", "url": "u", "repository": "/r"},
-               {"name": "b", "url": "u", "repository": "/s", "auto_complete": False},
-               {"name": "c", "url": "u", "repository": "/t", "auto_complete": True}]
-    fleet = parse_fleet({"channels": {"p": servers}}, "p")
-    assert [s.auto_complete for s in fleet.servers] == [True, False, True]
-    assert parse_fleet({"channels": {"p": [s.to_dict() for s in fleet.servers]}}, "p") == fleet  # as write_fleet writes it
-    with pytest.raises(SpecError, match=r"server 'a' has auto_complete 'false'; it must be true \(Triton's default\) or false"):
-        parse_fleet({"channels": {"p": [{"name": "a", "url": "u", "repository": "/r", "auto_complete": "false"}]}}, "p")
 
 
 def bls_manifest(small: str) -> dict:

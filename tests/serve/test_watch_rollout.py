@@ -18,20 +18,17 @@ from pathlib import Path
 import pytest
 
 from model_release.errors import ServiceUnavailable
-from model_release.serve.fleet import Fleet, Server, write_fleet
+from model_release.serve.fleet import Server
 from model_release.serve.guard import ROLLED_BACK, WatchPlan
-from model_release.serve.local_server import SERVING_ARGS
 from model_release.serve.record import read_records
-from model_release.serve.rollout import RolloutOptions, identify, roll_out
-from model_release.serve.triton_ops import ServingTriton
-from model_release.serve.versions import read_versions
+from model_release.serve.rollout import roll_out
+from model_release.serve.status import fleet_status
 from model_release.serve.watch import HttpProbe, WatchFailed, WatchInconclusive, WatchSpec
 from model_release.store import ledger
 from model_release.store.keys import page_key
-from model_release.triton.local import LocalTriton
 
 from ..repository.support import INPUT
-from .support import CHANNEL, NAME, RequestLoop, build_release, edit_postprocess
+from .support import CHANNEL, NAME, LiveFleet, RequestLoop, build_release, edit_postprocess, fast_options
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -60,33 +57,21 @@ def errors_on_saturated(models) -> None:
 
 
 @contextlib.contextmanager
-def metrics_fleet(tmp, *, break_metrics_of: str | None = None):
-    servers: list[LocalTriton] = []
+def metrics_fleet(tmp, store, *, break_metrics_of: str | None = None):
+    """Two serving Tritons with agents (as the local stack runs them), serving release 1; ``break_metrics_of``'s
+    agent reports a metrics endpoint nothing answers."""
+    live = LiveFleet(tmp, store)
     try:
-        for i in range(2):
-            repo = tmp / f"serve-{i + 1}" / "models"
-            repo.mkdir(parents=True)
-            t = LocalTriton(repo, work_dir=tmp / f"serve-{i + 1}" / "server", ready_timeout=120,
-                            server_args=SERVING_ARGS)  # as the local stack's serving Tritons run
-            t.start()
-            servers.append(t)
-        members = []
-        for i, t in enumerate(servers):
-            name = f"serve-{i + 1}"
-            metrics = "http://127.0.0.1:9/metrics" if name == break_metrics_of else t.metrics_url
-            members.append(Server(name, t.http_url, str(t.model_repository), metrics, auto_complete=False))
-        yield Fleet(CHANNEL, tuple(members))
+        for name in ("serve-1", "serve-2"):
+            live.add(name, metrics_url="http://127.0.0.1:9/metrics" if name == break_metrics_of else None)
+        live.wait_ready()
+        yield live.fleet
     finally:
-        for t in servers:
-            t.stop()
+        live.close()
 
 
 def serving(store, server: Server) -> str | None:
-    ops = ServingTriton(server)
-    try:
-        return identify(read_versions(store, CHANNEL), ops.loaded_pins(NAME), "")
-    finally:
-        ops.close()
+    return next(r["release"] for r in fleet_status(store, CHANNEL)["servers"] if r["server"] == server.name)
 
 
 def model_ref(store, release_id):
@@ -96,8 +81,7 @@ def model_ref(store, release_id):
 
 def cli_rollout(store, tmp_path, *extra: str, timeout_s: float = 240) -> subprocess.CompletedProcess:
     """``model-release rollout`` in a process of its own; on a timeout the failure shows what it had said."""
-    args = [sys.executable, "-m", "model_release.cli", "rollout", "--channel", CHANNEL, "--store", store.uri,
-            "--fleet", str(tmp_path / "fleet.json"), "--cache", str(tmp_path / "cache"), *extra]
+    args = [sys.executable, "-m", "model_release.cli", "rollout", "--channel", CHANNEL, "--store", store.uri, *extra]
     with subprocess.Popen(args, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
         try:
             out, err = proc.communicate(timeout=timeout_s)
@@ -117,16 +101,14 @@ def test_a_good_release_under_steady_traffic_passes_every_wave(tmp_path, store, 
     spec = tmp_path / "spec.yaml"  # JSON is YAML: the release's own spec but a short watch and no alias to move
     spec.write_text(json.dumps({"name": NAME, "model": {"name": "iris-classifier", "alias": "candidate"},
                                 "promote": {"mlflow_alias": None}, "serve": {"watch": short_watch().model_dump()}}))
-    with metrics_fleet(tmp_path) as fleet:
-        roll_out(store, fleet, RolloutOptions(cache_dir=tmp_path / "cache"))
-        write_fleet(tmp_path / "fleet.json", {CHANNEL: list(fleet.servers)})
+    with metrics_fleet(tmp_path, store) as fleet:
         with RequestLoop(fleet, [first, second], max_s=240) as loop:  # the CLI's own start takes a while here
             loop.wait_for(50)
             second.promote(store)
             done = cli_rollout(store, tmp_path, "--spec", str(spec))
         assert done.returncode == 0, done.stderr
         assert [serving(store, s) for s in fleet.servers] == [second.release_id] * 2
-    assert f"watch: each wave watched by {spec}: bake 4 s" in done.stderr
+    assert f"watch: each step watched by {spec}: bake 4 s" in done.stderr
     assert loop.traffic.failures == [] and loop.traffic.mixed == []
     record = read_records(store, CHANNEL)[-1]
     assert record["outcome"] == "done", record["reason"]
@@ -145,14 +127,13 @@ def test_errors_only_production_sends_roll_everything_back_within_one_bake(tmp_p
     first, _ = two_releases
     bad = build_release(tmp_path, store, "weak", "iris-bad", promote_it=False, tweak=errors_on_saturated)
     spec = short_watch()
-    with metrics_fleet(tmp_path) as fleet:
-        roll_out(store, fleet, RolloutOptions(cache_dir=tmp_path / "cache"))
+    with metrics_fleet(tmp_path, store) as fleet:
         with RequestLoop(fleet, [first, bad], max_s=120) as loop:
             loop.wait_for(50)
             bad.promote(store)
             plan = WatchPlan(spec, probe=HttpProbe([PROBE_BODY], requests=4, timeout_s=5))
             with pytest.raises(WatchFailed, match=f"{ROLLED_BACK}: .*probe error rate 100.0% against 0.0%, limit 1.0%.*every server is back on iris-r1") as caught:
-                roll_out(store, fleet, RolloutOptions(cache_dir=tmp_path / "cache", watch=plan))
+                roll_out(store, CHANNEL, fast_options(watch=plan))
             loop.wait_for(30)
         assert [serving(store, s) for s in fleet.servers] == [first.release_id] * 2
     assert "the ledger marks" in str(caught.value) and "pointer moved back" in str(caught.value)
@@ -179,12 +160,11 @@ def test_errors_only_production_sends_roll_everything_back_within_one_bake(tmp_p
 
 def test_no_traffic_during_the_bake_is_inconclusive_and_moves_nothing(tmp_path, store, two_releases):
     first, second = two_releases
-    with metrics_fleet(tmp_path) as fleet:
-        roll_out(store, fleet, RolloutOptions(cache_dir=tmp_path / "cache"))
+    with metrics_fleet(tmp_path, store) as fleet:
         second.promote(store)
         plan = WatchPlan(short_watch(bake_s=2, budget_s=3))
         with pytest.raises(WatchInconclusive, match=r"could not judge the wave in .*\(budget_s 3\): too little traffic: 0 requests.*the wave holds"):
-            roll_out(store, fleet, RolloutOptions(cache_dir=tmp_path / "cache", watch=plan))
+            roll_out(store, CHANNEL, fast_options(watch=plan))
         # the wave holds: the first server on the new release, the second on the old, nothing rolled back
         assert [serving(store, s) for s in fleet.servers] == [second.release_id, first.release_id]
     assert store.read_pointer(CHANNEL).release_id == second.release_id
@@ -193,19 +173,19 @@ def test_no_traffic_during_the_bake_is_inconclusive_and_moves_nothing(tmp_path, 
     assert ledger.read_entry(store, CHANNEL, *model_ref(store, second.release_id)) is None
 
 
-def test_an_unreachable_metrics_endpoint_names_the_server_and_moves_nothing(tmp_path, store, two_releases):
+def test_an_unreachable_metrics_endpoint_is_found_before_the_first_switch_and_moves_nothing(tmp_path, store, two_releases):
     first, second = two_releases
-    with metrics_fleet(tmp_path, break_metrics_of="serve-2") as fleet:
-        roll_out(store, fleet, RolloutOptions(cache_dir=tmp_path / "cache"))
+    with metrics_fleet(tmp_path, store, break_metrics_of="serve-2") as fleet:
         second.promote(store)
         plan = WatchPlan(short_watch())
-        with pytest.raises(ServiceUnavailable, match=r"metrics endpoint of server 'serve-2' \(http://127.0.0.1:9/metrics\)"):
-            roll_out(store, fleet, RolloutOptions(cache_dir=tmp_path / "cache", watch=plan))
-        assert [serving(store, s) for s in fleet.servers] == [second.release_id, first.release_id]
+        with pytest.raises(ServiceUnavailable, match=r"refused before any server changed: the metrics endpoint of server "
+                                                     r"'serve-2' \(http://127.0.0.1:9/metrics\)"):
+            roll_out(store, CHANNEL, fast_options(watch=plan))
+        assert [serving(store, s) for s in fleet.servers] == [first.release_id, first.release_id]
     assert store.read_pointer(CHANNEL).release_id == second.release_id
     record = read_records(store, CHANNEL)[-1]
     assert record["outcome"] == "stopped" and "serve-2" in record["reason"]
-    assert json.dumps(record["servers"]).count("not reached") == 1
+    assert json.dumps(record["servers"]).count("not reached") == 2
 
 
 def test_a_production_rejection_stands_against_the_runs_own_settle(tmp_path):

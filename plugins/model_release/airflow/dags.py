@@ -19,6 +19,8 @@ from typing import Any
 
 from airflow.sdk import Asset, AssetAlias
 
+from ..names import ASSET_SCHEME
+
 #: the XCom key start leaves when it skips the run (nothing new to release), with the reason
 NOTHING_NEW = "nothing_new"
 #: the retry delay of the release tasks (``$MODEL_RELEASE_RETRY_DELAY_S``, default 30 s)
@@ -27,7 +29,7 @@ RETRY_DELAY = timedelta(seconds=float(os.environ.get("MODEL_RELEASE_RETRY_DELAY_
 
 def channel_asset(channel: str) -> Asset:
     """The Asset a channel's promotions (and rollbacks) emit events on; downstream DAGs schedule on it."""
-    return Asset(name=f"model_release_channel_{channel}", uri=f"model-release://channels/{channel}")
+    return Asset(name=f"model_release_channel_{channel}", uri=f"{ASSET_SCHEME}://channels/{channel}")
 
 
 def watch_rollback_alias(channel: str) -> AssetAlias:

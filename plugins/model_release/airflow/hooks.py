@@ -1,23 +1,28 @@
 """Hooks that own the release's connections. Credentials stay inside them: nothing here logs them.
 
-- :class:`MlflowHook` (``mlflow_conn_id="mlflow_default"``): the tracking URI, from the connection's
-  ``extra.tracking_uri`` or its host (``http://mlflow:5000``); without the connection,
-  ``$MLFLOW_TRACKING_URI``.
-- :class:`ModelStoreHook` (``aws_conn_id="aws_default"``): opens the model store with a boto3
-  client built by the Amazon provider's S3Hook (so ``extra.endpoint_url``, roles and the standard
-  AWS chain all work); ``file:///`` stores need no connection.
-- :class:`TritonCanaryHook` (``triton_conn_id="triton_canary"``): a remote canary's ``host:port`` and
-  what it declares in the extra (object-store repository, GPU or CPU, TensorRT version, compute
-  capability); without the connection the canary starts an embedded local Triton.
-- :func:`serving_fleet`: the serving Tritons of a channel, as connections of the same shape
-  (host, port; extra ``repository``, ``metrics_url`` and ``auto_complete``) named by the Variable
-  ``model_release_fleet_<channel>`` (comma-separated connection ids), or the fleet file
-  ``$MODEL_RELEASE_FLEET`` the local stack writes; None when neither declares one.
+Each hook owns one connection type of the provider (:mod:`.provider`, which also holds the form
+fields Airflow's connection form shows for it); a connection of the older types (``http``, ``aws``)
+is read the same way, field for field.
+
+- :class:`MlflowHook` (type ``mlflow``; ``mlflow_conn_id="mlflow_default"``): the tracking URI, from
+  the connection's ``extra.tracking_uri`` or its host (``http://mlflow:5000``); without the
+  connection, ``$MLFLOW_TRACKING_URI``.
+- :class:`ModelStoreHook` (type ``model_store``; ``aws_conn_id="aws_default"``): opens the model
+  store with a boto3 client built by the Amazon provider's S3Hook (so ``extra.endpoint_url``, roles
+  and the standard AWS chain all work); ``file:///`` stores need no connection.
+- :class:`TritonCanaryHook` (type ``triton_canary``; ``triton_conn_id="triton_canary"``): a remote
+  canary's ``host:port`` and what it declares in the extra (object-store repository, GPU or CPU,
+  TensorRT version, compute capability); without the connection the canary starts an embedded
+  local Triton.
+
+The serving fleet needs no connection: each serving Triton's agent registers in the model store
+(:mod:`model_release.serve.membership`), where the rollout task finds it.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any
 from urllib.parse import urlparse
 
@@ -25,6 +30,7 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 
 from ..errors import ServiceUnavailable
+from .provider import CONNECTION_TYPES
 
 
 def _connection(conn_id: str) -> Any | None:
@@ -46,11 +52,44 @@ def _connection(conn_id: str) -> Any | None:
         ) from None
 
 
-class MlflowHook(BaseHook):
+class _ProviderHook(BaseHook):
+    """The connection form of the hook's type, from :data:`~.provider.CONNECTION_TYPES`.
+
+    Airflow 3.2 and later read the same fields from the provider's info and never call these; what still asks
+    a hook (Airflow before 3.2, tools on the older interface) gets them here, with Flask-AppBuilder installed.
+    """
+
+    conn_type: str
+
+    @classmethod
+    def get_connection_form_widgets(cls) -> dict[str, Any]:
+        """The form's extra fields (wtforms), by the name they have in the connection's extra."""
+        from flask_appbuilder.fieldwidgets import BS3TextFieldWidget
+        from flask_babel import lazy_gettext
+        from wtforms import BooleanField, StringField
+
+        widgets: dict[str, Any] = {}
+        for name, field in CONNECTION_TYPES[cls.conn_type]["conn-fields"].items():
+            label, description = lazy_gettext(field["label"]), field["description"]
+            if "boolean" in field["schema"]["type"]:
+                widgets[name] = BooleanField(label, description=description)
+            else:
+                widgets[name] = StringField(label, widget=BS3TextFieldWidget(), description=description)
+        return widgets
+
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        """Which standard fields the form hides, renames and fills with an example."""
+        behaviour = CONNECTION_TYPES[cls.conn_type]["ui-field-behaviour"]
+        return {"hidden_fields": list(behaviour["hidden-fields"]), "relabeling": dict(behaviour["relabeling"]),
+                "placeholders": dict(behaviour["placeholders"])}
+
+
+class MlflowHook(_ProviderHook):
     conn_name_attr = "mlflow_conn_id"
     default_conn_name = "mlflow_default"
-    conn_type = "http"
-    hook_name = "MLflow tracking server"
+    conn_type = "mlflow"
+    hook_name = CONNECTION_TYPES[conn_type]["hook-name"]
 
     def __init__(self, mlflow_conn_id: str = default_conn_name) -> None:
         super().__init__()
@@ -86,11 +125,11 @@ class MlflowHook(BaseHook):
         )
 
 
-class ModelStoreHook(BaseHook):
+class ModelStoreHook(_ProviderHook):
     conn_name_attr = "aws_conn_id"
     default_conn_name = "aws_default"
-    conn_type = "aws"
-    hook_name = "model-release model store"
+    conn_type = "model_store"
+    hook_name = CONNECTION_TYPES[conn_type]["hook-name"]
 
     def __init__(self, aws_conn_id: str = default_conn_name) -> None:
         super().__init__()
@@ -100,8 +139,12 @@ class ModelStoreHook(BaseHook):
         """A boto3 S3 client from the connection (endpoint, role, keys), or the standard AWS chain without one."""
         from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
-        conn_id = self.aws_conn_id if _connection(self.aws_conn_id) is not None else None
-        return S3Hook(aws_conn_id=conn_id).get_conn()
+        conn = _connection(self.aws_conn_id)
+        with warnings.catch_warnings():
+            # a model_store connection holds an AWS connection's fields under another type, which S3Hook
+            # reads as they are but warns about ("expected connection type 'aws'")
+            warnings.filterwarnings("ignore", message=r".*expected connection type 'aws'", category=UserWarning)
+            return S3Hook(aws_conn_id=self.aws_conn_id if conn is not None else None).get_conn()
 
     def open_store(self, uri: str) -> Any:
         from ..store import open_store
@@ -111,11 +154,11 @@ class ModelStoreHook(BaseHook):
         return open_store(uri, s3_client=self.s3_client())
 
 
-class TritonCanaryHook(BaseHook):
+class TritonCanaryHook(_ProviderHook):
     conn_name_attr = "triton_conn_id"
     default_conn_name = "triton_canary"
-    conn_type = "http"
-    hook_name = "Triton canary"
+    conn_type = "triton_canary"
+    hook_name = CONNECTION_TYPES[conn_type]["hook-name"]
 
     def __init__(self, triton_conn_id: str = default_conn_name) -> None:
         super().__init__()
@@ -145,31 +188,3 @@ class TritonCanaryHook(BaseHook):
             return None
         host = conn.host.removeprefix("http://")
         return RemoteCanary.from_extra(f"{host}:{conn.port or 8000}", conn.extra_dejson or {})
-
-
-def serving_fleet(channel: str) -> Any | None:
-    """The channel's serving fleet (:class:`~model_release.serve.fleet.Fleet`), or None when none is declared.
-
-    Raises:
-        SpecError: a named connection is missing or has no host or no ``repository`` in its extra.
-    """
-    from airflow.sdk import Variable
-
-    from ..errors import SpecError
-    from ..serve.fleet import FLEET_ENV, Fleet, load_fleet, server_from_doc
-
-    ids = Variable.get(f"model_release_fleet_{channel}", default=None)
-    if not ids:
-        return load_fleet(channel) if os.environ.get(FLEET_ENV) else None
-    servers = []
-    for conn_id in [c.strip() for c in str(ids).split(",") if c.strip()]:
-        conn = _connection(conn_id)
-        extra = conn.extra_dejson if conn is not None else {}
-        if conn is None or not conn.host or not extra.get("repository"):
-            raise SpecError(f"serving Triton connection {conn_id!r} (in Variable model_release_fleet_{channel}) is missing "
-                            "or has no host or no extra.repository; define it like triton_canary, with "
-                            'extra {"repository": "<its model repository>", "metrics_url": "http://host:8002/metrics"}')
-        doc = {"name": conn_id, "url": f"{conn.host}:{conn.port or 8000}", "repository": str(extra["repository"]),
-               "metrics_url": extra.get("metrics_url"), "auto_complete": extra.get("auto_complete", True)}
-        servers.append(server_from_doc(doc, f"serving Triton connection {conn_id!r} (extra)"))
-    return Fleet(channel, tuple(servers))

@@ -263,9 +263,9 @@ class PromoteOperator(ReleaseStageOperator):
 
 
 class RolloutOperator(ReleaseStageOperator):
-    """Roll out: make the channel's serving fleet serve the promoted release, wave by wave, watched.
+    """Roll out: write the plan the channel's serving agents follow, step by step (``serve.rollout.steps``), watched.
 
-    Skipped without a promotion or a fleet; one at a time by its lock in the store. Its outlet is the
+    Skipped without a promotion or with no serving agent registered; one at a time by its lease in the store. Its outlet is the
     channel's rollback alias (:func:`~.dags.watch_rollback_alias`): it emits the channel's Asset event
     only when its watch rolled the release back, never for an ordinary roll-out.
     """

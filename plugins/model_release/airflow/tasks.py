@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from airflow.sdk.exceptions import AirflowFailException
 
+from .. import project_home
 from ..errors import Inconclusive, IntakeError, UserError
 from ..logs import quiet_task_loggers, quiet_wire_loggers
 from ..mlflow_env import check_tracking_uri
@@ -55,7 +56,7 @@ def no_retry_on_user_error(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-HOME = Path(os.environ.get("MODEL_RELEASE_HOME", Path(__file__).resolve().parents[3]))
+HOME = project_home()  # $MODEL_RELEASE_HOME, else the clone (editable install), else the current folder
 
 #: the workspace store every worker publishes to when the deployment shares no disk
 WORKSPACE_STORE_ENV = "MODEL_RELEASE_WORKSPACE_STORE"
@@ -187,10 +188,16 @@ def code_digest() -> str:
     """sha256 (first 16 hex) of the pipeline's code as this worker runs it: the model_release package
     and the DAG files. Recorded with every release beside the DAG bundle's version, which a local
     bundle does not have."""
+    from ..repository.render import template_root
+
     h = hashlib.sha256()
     package = Path(__file__).resolve().parents[1]
-    for path in sorted([*package.rglob("*.py"), *(HOME / "dags").glob("*.py"), *(HOME / "model_repository_template").rglob("*.j2")]):
-        h.update(path.as_posix().rsplit("/plugins/", 1)[-1].encode() + b"\0")
+    templates = template_root()  # the installed package's, or the clone's model_repository_template/
+    files = [*((p, p.relative_to(package.parent)) for p in package.rglob("*.py")),
+             *((p, Path("dags") / p.name) for p in (HOME / "dags").glob("*.py")),
+             *((p, Path("templates") / p.relative_to(templates)) for p in templates.rglob("*.j2"))]
+    for path, name in sorted(files, key=lambda f: f[1].as_posix()):
+        h.update(name.as_posix().encode() + b"\0")  # the same name in a clone and in an installed wheel
         h.update(path.read_bytes())
     return h.hexdigest()[:16]
 
@@ -305,7 +312,7 @@ def promote(data: dict[str, Any]) -> dict[str, Any]:
 
 @no_retry_on_user_error
 def rollout(data: dict[str, Any], run_id: str | None = None) -> dict[str, Any]:
-    """Roll the promoted release out to the channel's serving fleet; skipped without a promotion or a fleet.
+    """Roll the promoted release out to the channel's serving agents; skipped without a promotion or an agent.
 
     Returns the roll-out's outcome; when the watch rolled the release back (fleet, pointer, alias and
     ledger back on the old release), ``outcome`` is :data:`ROLLED_BACK_OUTCOME` and ``rolled_back``
@@ -314,28 +321,29 @@ def rollout(data: dict[str, Any], run_id: str | None = None) -> dict[str, Any]:
     from airflow.sdk.exceptions import AirflowSkipException
 
     from ..serve.guard import describe
+    from ..serve.membership import membership
     from ..serve.stage import rollout_release
     from ..serve.watch import WatchFailed
-    from .hooks import serving_fleet
 
     ref = ReleaseRef.from_dict(data)
     promoted = (ref.stages or {}).get(PROMOTE) or {}
     spec = ref.spec()
     if not promoted.get("release_id"):
         raise AirflowSkipException("nothing was promoted in this run: nothing to roll out")
-    if not spec.serve.rollout:
-        raise AirflowSkipException("serve.rollout is false in the spec: the release is not rolled out by this DAG")
-    fleet = serving_fleet(promoted["channel"])
-    if fleet is None:
-        raise AirflowSkipException(f"no serving fleet is declared for channel {promoted['channel']!r} (Variable "
-                                   f"model_release_fleet_{promoted['channel']} or $MODEL_RELEASE_FLEET): nothing to roll out")
+    if not spec.serve.rollout.enabled:
+        raise AirflowSkipException("serve.rollout.enabled is false in the spec: the release is not rolled out by this DAG")
+    store, channel = _store_for(spec, ref.connections), promoted["channel"]
+    fleet = membership(store, channel, silent_after_s=spec.serve.rollout.silent_after_s)
+    if not fleet.members and not fleet.silent:
+        raise AirflowSkipException(f"no serving agent has registered for channel {channel!r} in {store.uri} (start "
+                                   f"`model-release serve-agent --channel {channel}` beside each serving Triton): nothing to roll out")
     tracking_uri = None
     if spec.promote.mlflow_alias:  # a watch that rolls back moves the alias back with the pointer
         tracking_uri = _tracking_uri(ref.connections)
     try:
-        record = rollout_release(_store_for(spec, ref.connections), fleet, spec.serve, release_id=promoted["release_id"],
-                                 cache_dir=Path(_local_root()) / "serve-cache", run=run_id, tracking_uri=tracking_uri,
-                                 alias=spec.promote.mlflow_alias or "production", resolve_path=spec.resolve_path)
+        record = rollout_release(store, channel, spec.serve, release_id=promoted["release_id"], run=run_id,
+                                 tracking_uri=tracking_uri, alias=spec.promote.mlflow_alias or "production",
+                                 resolve_path=spec.resolve_path)
     except WatchFailed as exc:
         if exc.rollback is None:  # nothing to go back to: the release still serves, a person must act
             raise
@@ -343,10 +351,10 @@ def rollout(data: dict[str, Any], run_id: str | None = None) -> dict[str, Any]:
         # release; the task succeeds so that its Asset event tells the channel's consumers, and
         # finish fails the run (the ledger says rejected in production)
         log.error("%s", exc)
-        return {"release_id": promoted["release_id"], "outcome": ROLLED_BACK_OUTCOME, "channel": promoted["channel"],
+        return {"release_id": promoted["release_id"], "outcome": ROLLED_BACK_OUTCOME, "channel": channel,
                 "store": promoted.get("store_uri"), "rolled_back": exc.rollback, "message": exc.message}
     return {"release_id": record.release_id, "outcome": record.outcome, "seq": record.seq,
-            "servers": {s.server: s.outcome for s in record.servers}, "watch": describe(record)}
+            "servers": {s.server: s.outcome for s in record.servers}, "watch": describe(record), "split": record.split}
 
 
 #: the rollout task's ``outcome`` when the watch rolled the release back

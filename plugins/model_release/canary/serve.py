@@ -42,6 +42,7 @@ from ..triton.server import TritonServer
 from ..triton.shim import auto_complete_needed, prepare_canary_repository
 from ..types import AssembleResult, ExportResult
 from .champion import SERVED, Champion
+from .footprint import footprint, memory_in_use
 from .measure.phase import under_load
 from .report.document import CanaryReport
 from .served import Golden, Replays
@@ -151,7 +152,7 @@ def _triton(spec: ReleaseSpec, assembled: AssembleResult, folder: Path, endpoint
         triton.stop()
         raise
     try:
-        facts["url"] = triton.http_url
+        facts["url"], facts["pid"] = triton.http_url, triton.pid
 
         def alive() -> str | None:
             code = triton.process.poll() if triton.process is not None else None
@@ -191,6 +192,8 @@ def serve_and_replay(
             meta = server.metadata()
             server_facts.update({"name": meta.get("name"), "version": meta.get("version")})
             report.load = {"order": order}
+            gauge = _memory_gauge(server_facts, url)
+            before = gauge()
             if delivery is not None:  # a plan the canary cannot run is refused before anything loads
                 check_plans(Path(assembled.repository_dir), order, _manifest(assembled.manifest_path).get("tensorrt"),
                             delivery.canary, whose="the candidate")
@@ -204,7 +207,8 @@ def serve_and_replay(
                 loaded = delivery.load(candidate_copy, order)
             else:
                 loaded = server.load(order)
-            report.load = {"order": loaded.order, "versions": loaded.versions, "seconds": loaded.seconds}
+            report.load = {"order": loaded.order, "versions": loaded.versions, "seconds": loaded.seconds,
+                           "memory": footprint(before, gauge())}
             server_facts["models_loaded"] = dict(loaded.versions)
             if ahead is not None:  # nothing timed shares the CPU with the import
                 ahead.join()
@@ -250,6 +254,13 @@ def _skip_load(spec: ReleaseSpec, replays: Replays, blocked: Callable[[Replays],
         report.tuning = {"skipped": why}
     log.info("canary: tuning and the load phase are skipped: %s", why)
     return SKIPPED_BLOCKED  # each load gate's line, short: the failed gates are listed beside them
+
+
+def _memory_gauge(facts: dict[str, Any], url: str) -> Callable[[], tuple[int, str] | None]:
+    """What the canary Triton holds now (:mod:`.footprint`): its processes' memory when local, else its GPU metrics."""
+    pid = facts.get("pid")
+    metrics = None if pid else f"http://{url.rsplit(':', 1)[0]}:8002/metrics"
+    return lambda: memory_in_use(pid, metrics)
 
 
 def _no_store(uri: str) -> Any:

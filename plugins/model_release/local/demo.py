@@ -36,12 +36,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .. import project_home
 from ..stages import CANARY, PROMOTE, ROLLOUT
 from ..workspace import new_release_id
 
 MODEL_NAME = "iris-classifier"
 SPEC = "releases/iris.yaml"
-PROJECT_SPEC = Path(__file__).resolve().parents[3] / SPEC
+#: the demo's spec in the project folder (:func:`model_release.project_home`: the clone, or $MODEL_RELEASE_HOME)
+PROJECT_SPEC = project_home().resolve() / SPEC
 
 
 #: the demo's golden set: this many of iris's rows are held out (stratified, seed ``SPLIT_SEED``) and shipped
@@ -183,24 +185,30 @@ FOURTH = "release 3's model with a petal-length table for 0-7 cm only, watched i
 TRAFFIC_MAX_S, TRAFFIC_MAX_REQUESTS = 600.0, 40_000
 
 
-def main(argv: list[str] | None = None) -> int:
-    from .fleet import LocalFleet
-    from .stack import EmbeddedStack
-    from ..serve.fleet import FLEET_ENV
+def demo_parser() -> argparse.ArgumentParser:
+    from ..flags import Parser
 
-    parser = argparse.ArgumentParser(prog="model-release demo", description=__doc__.splitlines()[0])
+    parser = Parser(prog="model-release demo", description=__doc__.splitlines()[0])
     parser.add_argument("--root", default=".work/demo", help="where the demo keeps its state (emptied first)")
     parser.add_argument("--verbose", action="store_true", help="echo the Airflow runs' whole logs (default: the stages' progress)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .fleet import LocalFleet, s3_env
+    from .stack import EmbeddedStack
+    from ..spec import load_spec
+
+    args = demo_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     root = Path(args.root).resolve()
     if root.exists():
         shutil.rmtree(root)
     started = time.monotonic()
     echo = True if args.verbose else _progress_line
-    with EmbeddedStack(root) as stack, LocalFleet(root / "serving") as fleet:
+    store = load_spec(PROJECT_SPEC).promote.store  # the fleet's agents follow its production channel, as the DAG rolls out to it
+    with EmbeddedStack(root) as stack, LocalFleet(root / "serving", store=store, env=s3_env(stack.endpoint_url)) as fleet:
         assert fleet.fleet is not None
-        stack.extra_env[FLEET_ENV] = str(fleet.fleet_file)  # the release DAG's rollout task reads it
         stack.extra_env["PYTHONUNBUFFERED"] = "1"  # each line of a run as it happens: release 4's traffic starts on one
         print(f"[demo] embedded stack up: MLflow {stack.tracking_uri}, S3 {stack.endpoint_url}; serving fleet: "
               + ", ".join(f"{s.name} at {s.url}" for s in fleet.fleet.servers), flush=True)
@@ -319,7 +327,7 @@ def _watch_findings(stack: Any, fleet: Any, spec: Path, release_id: str, champio
 
     loaded = load_spec(spec)
     store = open_store(loaded.promote.store, s3_client=stack.s3_client())
-    found = rollback_findings(store, fleet.fleet, entry=loaded.name, bad=release_id, good=champion["release_id"],
+    found = rollback_findings(store, fleet.fleet, bad=release_id, good=champion["release_id"],
                               good_version=champion["version"], model_name=MODEL_NAME, tracking_uri=str(stack.tracking_uri),
                               alias=loaded.promote.mlflow_alias or "production", airflow_db=stack.airflow_home / "airflow.db")
     return {"rollout": found["record"], "event": found["event"], "serving": found["serving"],

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import project_home
 from ..errors import ServiceUnavailable
 from ..store.keys import WORKSPACES
 from .airflow_cli import PREPARE_DB, airflow_commands
@@ -46,7 +47,6 @@ from .stack_folder import TASK_SLOT_ENV
 
 log = logging.getLogger(__name__)
 
-PROJECT = Path(__file__).resolve().parents[3]
 BUCKET = "model-store"
 WORKERS = {"cpu-worker": "default", "gpu-worker": "gpu"}
 
@@ -278,7 +278,7 @@ class DistributedStack(StartedOnEnter):
 
         aws = {"conn_type": "aws", "login": _MOTO_KEY_ID, "password": _MOTO_SECRET,
                "extra": {"endpoint_url": self.moto.endpoint_url if self.moto else "", "region_name": "us-east-1"}}
-        canary = {"conn_type": "http", "host": "127.0.0.1", "port": self.triton.http_port if self.triton else 0,
+        canary = {"conn_type": "triton_canary", "host": "127.0.0.1", "port": self.triton.http_port if self.triton else 0,
                   "extra": {"repository": f"s3://{BUCKET}/canary", "gpu": False, "auto_complete": False}}
         # the tasks read the connections from their worker's environment; the canary's only once it has a port
         conns = {"AIRFLOW_CONN_TRITON_CANARY": json.dumps(canary)} if canary["port"] else {}
@@ -288,7 +288,7 @@ class DistributedStack(StartedOnEnter):
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "MODEL_RELEASE", "AWS_", "MLFLOW_"))}
         env.update(
             AIRFLOW_HOME=str(self.root / "airflow"),
-            AIRFLOW__CORE__DAGS_FOLDER=str(PROJECT / "dags"),
+            AIRFLOW__CORE__DAGS_FOLDER=str(project_home().resolve() / "dags"),
             AIRFLOW__CORE__EXECUTOR="CeleryExecutor",
             AIRFLOW__CORE__LOAD_EXAMPLES="False",
             AIRFLOW__CORE__PARALLELISM="4",
@@ -314,8 +314,8 @@ class DistributedStack(StartedOnEnter):
             AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="30",
             AIRFLOW__LOGGING__COLORED_CONSOLE_LOG="False",
             AIRFLOW_CONN_AWS_DEFAULT=json.dumps(aws),
-            AIRFLOW_CONN_MLFLOW_DEFAULT=json.dumps({"conn_type": "http", "extra": {"tracking_uri": self.tracking_uri}}),
-            MODEL_RELEASE_HOME=str(PROJECT),
+            AIRFLOW_CONN_MLFLOW_DEFAULT=json.dumps({"conn_type": "mlflow", "extra": {"tracking_uri": self.tracking_uri}}),
+            MODEL_RELEASE_HOME=str(project_home().resolve()),
             MODEL_RELEASE_WORKSPACE_STORE=f"s3://{BUCKET}/{WORKSPACES.rstrip('/')}",
             MODEL_RELEASE_RETRY_DELAY_S="5",
             # MLflow's model download resolves a logged model's own URI with the process-wide tracking URI,

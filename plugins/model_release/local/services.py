@@ -21,16 +21,13 @@ from importlib.metadata import version
 from pathlib import Path
 
 from ..errors import ServiceUnavailable
+from ..waiting import POLL_S, wait_until
 from .airflow_cli import CANARY_POOL
 from .http import AirflowApi, AirflowApiError, answers
 from .stack_folder import AIRFLOW_USER, HOST, Layout, StackConfig
 
 BIN = Path(sys.executable).parent
 DAG_ID = "model_release"
-#: seconds between two readiness checks: each is a GET or three on 127.0.0.1 (a refused connection while a
-#: service starts), and ``up`` waits for its services one after another, so a second's poll lost up to a
-#: second at each wait
-POLL_S = 0.2
 
 
 def script(name: str, *args: str) -> list[str]:
@@ -161,29 +158,6 @@ def ensure_canary_pool(api: AirflowApi, *, within_s: float = 60.0, stopping: Cal
     wait_until(check, what=f"Airflow's pool {name!r} ({by_hand})", timeout=within_s, stopping=stopping, sleep=sleep,
                clock=clock)
     return made[-1]
-
-
-def wait_until(check: Callable[[], str | None], *, what: str, timeout: float, stopping: Callable[[], bool],
-               log: Path | None = None, sleep: Callable[[float], None] = time.sleep,
-               clock: Callable[[], float] = time.monotonic) -> None:
-    """Call ``check`` until it returns None (ready); it returns the reason it is not ready yet, or raises to give up.
-
-    Raises:
-        ServiceUnavailable: not ready within ``timeout`` seconds, with the last reason and the log to read.
-    """
-    deadline = clock() + timeout
-    reason = "not checked yet"
-    while not stopping():
-        reason = check() or ""
-        if not reason:
-            return
-        if clock() > deadline:
-            break
-        sleep(POLL_S)
-    if stopping():
-        raise ServiceUnavailable(f"{what}: start-up interrupted")
-    where = f"; its log is {log}" if log else ""
-    raise ServiceUnavailable(f"{what} was not ready after {timeout:.0f} s ({reason}){where}")
 
 
 def http_ready(url: str, path: str) -> Callable[[], str | None]:

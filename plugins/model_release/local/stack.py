@@ -27,13 +27,13 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
+from .. import project_home
 from . import airflow_sqlite
 from .airflow_cli import PREPARE_DB, airflow_commands
 from .procs import StartedOnEnter
 
 log = logging.getLogger(__name__)
 
-PROJECT = Path(__file__).resolve().parents[3]
 #: what :mod:`model_release.airflow.dag_runner` is told to print after each run, before the run's end as JSON
 RUN_END_MARK = "MODEL_RELEASE_DAG_RUN_END "
 
@@ -49,7 +49,7 @@ def connection_env(tracking_uri: str, endpoint_url: str) -> dict[str, str]:
            "extra": {"endpoint_url": endpoint_url, "region_name": "us-east-1"}}
     return {
         "AIRFLOW_CONN_AWS_DEFAULT": json.dumps(aws),
-        "AIRFLOW_CONN_MLFLOW_DEFAULT": json.dumps({"conn_type": "http", "extra": {"tracking_uri": tracking_uri}}),
+        "AIRFLOW_CONN_MLFLOW_DEFAULT": json.dumps({"conn_type": "mlflow", "extra": {"tracking_uri": tracking_uri}}),
     }
 
 
@@ -108,15 +108,16 @@ class EmbeddedStack(StartedOnEnter):
     def env(self) -> dict[str, str]:
         """Environment for a subprocess (``airflow dags test``, the CLI) that uses this stack."""
         env = dict(os.environ)
+        home = project_home().resolve()
         env.update(  # the registry too: mlflow.set_registry_uri exports another stack's into os.environ
             MLFLOW_TRACKING_URI=str(self.tracking_uri),
             MLFLOW_REGISTRY_URI=str(self.tracking_uri),
             MLFLOW_DISABLE_TELEMETRY="true",
             DO_NOT_TRACK="true",
             MODEL_RELEASE_WORKSPACE=str(self.workspace),
-            MODEL_RELEASE_HOME=str(PROJECT),
+            MODEL_RELEASE_HOME=str(home),
             AIRFLOW_HOME=str(self.airflow_home),
-            AIRFLOW__CORE__DAGS_FOLDER=str(PROJECT / "dags"),
+            AIRFLOW__CORE__DAGS_FOLDER=str(home / "dags"),
             AIRFLOW__CORE__LOAD_EXAMPLES="False",
             AIRFLOW__CORE__PARALLELISM="4",
             AIRFLOW__LOGGING__COLORED_CONSOLE_LOG="False",
@@ -133,7 +134,7 @@ class EmbeddedStack(StartedOnEnter):
         if self._migrated:
             return
         self.airflow_home.mkdir(parents=True, exist_ok=True)
-        airflow_commands(PREPARE_DB, env=self.env(), cwd=PROJECT, timeout=300)
+        airflow_commands(PREPARE_DB, env=self.env(), cwd=project_home(), timeout=300)
         self._migrated = True
 
     def run_dag(
@@ -151,7 +152,7 @@ class EmbeddedStack(StartedOnEnter):
         airflow = Path(sys.executable).with_name("airflow")
         proc = subprocess.Popen(
             [str(airflow), "dags", "test", dag_id, "-c", json.dumps(conf)],
-            env=self.env(), cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env=self.env(), cwd=project_home(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
         lines = []
         assert proc.stdout is not None
@@ -207,7 +208,7 @@ class DagSession:
     def __enter__(self) -> "DagSession":
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "model_release.airflow.dag_runner", RUN_END_MARK, *(["--warm", self.warm] if self.warm else [])],
-            env=self.env, cwd=PROJECT,
+            env=self.env, cwd=project_home(),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
         )
         return self

@@ -31,20 +31,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import project_home
 from . import airflow_sqlite
 from .ports import free_port
 from .moto_process import _MOTO_KEY_ID, _MOTO_SECRET  # the local endpoint's dummy credentials
-from .stack import PROJECT, connection_env
+from .stack import connection_env
 
 HOST = "127.0.0.1"
 BUCKET = "model-store"
 AIRFLOW_USER = "admin"
 SERVICES = ("s3", "mlflow", "airflow")
-
-
-def project_home() -> Path:
-    """The project the stack serves (its ``dags/`` and ``releases/``): ``$MODEL_RELEASE_HOME`` or this checkout."""
-    return Path(os.environ.get("MODEL_RELEASE_HOME") or PROJECT).resolve()
 
 
 def default_root() -> Path:
@@ -138,7 +134,8 @@ def load_config(layout: Layout) -> tuple[StackConfig, list[str]]:
         ports[service] = new
     config = StackConfig(saved.get("stack_id") or uuid.uuid4().hex, ports)
     layout.root.mkdir(parents=True, exist_ok=True)
-    layout.stack_json.write_text(json.dumps({"stack_id": config.stack_id, "ports": config.ports}, indent=2) + "\n")
+    kept = {k: v for k, v in saved.items() if k not in ("stack_id", "ports")}  # what up saves beside them (serve_store)
+    layout.stack_json.write_text(json.dumps({"stack_id": config.stack_id, "ports": config.ports, **kept}, indent=2) + "\n")
     return config, notes
 
 
@@ -157,7 +154,7 @@ def stack_env(layout: Layout, config: StackConfig) -> dict[str, str]:
 
     The same values go to the services (on top of the caller's environment) and to the env file.
     """
-    home = project_home()
+    home = project_home().resolve()
     tracking = config.url("mlflow")
     return {
         "MLFLOW_TRACKING_URI": tracking,

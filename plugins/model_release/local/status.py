@@ -15,6 +15,8 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
+from .. import flags
+from ..flags import Parser
 from . import procs
 from .http import AirflowApi, AirflowApiError, answers
 from .webhook import SERVICE as WEBHOOK_SERVICE
@@ -42,13 +44,13 @@ def _api(layout: Layout, state: dict[str, Any]) -> AirflowApi | None:
     return AirflowApi(url, AIRFLOW_USER, password) if url and password else None
 
 
-def service_lines(state: dict[str, Any], api: AirflowApi | None) -> tuple[list[str], bool]:
-    """One line per service (pid, URL, answering or not); and whether all are well."""
+def service_rows(state: dict[str, Any], api: AirflowApi | None) -> list[dict[str, Any]]:
+    """Per service: its name, pid, URL, verdict (answering, healthy, or why not) and whether it is well."""
     try:
         health = api.health() if api else {}
     except AirflowApiError:
         health = {}
-    lines, ok = [], True
+    rows = []
     for name, info in state.get("services", {}).items():
         alive = procs.alive(info.get("pid"))
         if not alive:
@@ -59,9 +61,16 @@ def service_lines(state: dict[str, Any], api: AirflowApi | None) -> tuple[list[s
         else:
             component = name.removeprefix("airflow-").replace("-", "_")
             verdict = (health.get(component) or {}).get("status") or "health unknown"
-        ok = ok and alive and verdict in ("answers", "healthy")
-        lines.append(f"  {name:<22} pid {info.get('pid'):<7} {info.get('url') or '':<24} {verdict}")
-    return lines, ok
+        rows.append({"service": name, "pid": info.get("pid"), "url": info.get("url"), "verdict": verdict,
+                     "ok": alive and verdict in ("answers", "healthy")})
+    return rows
+
+
+def service_lines(state: dict[str, Any], api: AirflowApi | None) -> tuple[list[str], bool]:
+    """One line per service (pid, URL, answering or not); and whether all are well."""
+    rows = service_rows(state, api)
+    lines = [f"  {r['service']:<22} pid {r['pid']:<7} {r['url'] or '':<24} {r['verdict']}" for r in rows]
+    return lines, all(r["ok"] for r in rows)
 
 
 def dag_runs(api: AirflowApi, limit: int = 5) -> list[dict[str, Any]]:
@@ -112,14 +121,41 @@ def wait_for_runs(api: AirflowApi, *, timeout: float, layout: Layout) -> int:
     return 1 if failed else 0
 
 
-def status_main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="model-release status", description="What of the local stack is running.")
-    parser.add_argument("--root", type=Path, default=None, help="the stack's folder (default $MODEL_RELEASE_STACK or <project>/.work/stack)")
+def status_parser() -> argparse.ArgumentParser:
+    from .up import ROOT_HELP
+
+    parser = Parser(prog="model-release status", description="What of the local stack is running, and its latest runs.")
+    parser.add_argument("--root", type=Path, default=None, help=ROOT_HELP)
     parser.add_argument("--wait", action="store_true", help=f"wait for the queued and running runs of {DAG_ID} to end")
     parser.add_argument("--timeout", type=float, default=1800, help="with --wait: seconds to wait (default 1800)")
-    args = parser.parse_args(argv)
+    flags.add(parser, "json", help="print the services and the latest runs as JSON (text otherwise, in a pipe too)")
+    return parser
+
+
+def _status_json(layout: Layout, state: dict[str, Any] | None) -> int:
+    """``status --json``: whether the stack runs, each service, the release DAG's latest runs."""
+    running = bool(state) and procs.alive(state.get("pid"))
+    doc: dict[str, Any] = {"root": str(layout.root), "running": running, "ready": bool(running and state.get("ready")),
+                           "supervisor_pid": state.get("pid") if running else None,
+                           "since": state.get("started") if running else None, "services": [], "runs": []}
+    if running:
+        api = _api(layout, state)
+        doc["services"] = service_rows(state, api)
+        if api is not None and state.get("ready"):
+            try:
+                doc["runs"] = [{k: run.get(k) for k in ("dag_run_id", "state", "conf")} for run in dag_runs(api)]
+            except AirflowApiError as exc:
+                doc["runs_error"] = str(exc)
+    print(json.dumps(doc, indent=2, default=str))
+    return 0 if running and all(r["ok"] for r in doc["services"]) else 1
+
+
+def status_main(argv: list[str]) -> int:
+    args = status_parser().parse_args(argv)
     layout = Layout(args.root or default_root())
     state = layout.read_json(layout.state_json)
+    if args.json:
+        return _status_json(layout, state)
     if not state or not procs.alive(state.get("pid")):
         print(f"the stack in {layout.root} is not running; start it with: model-release up")
         return 1

@@ -1,8 +1,9 @@
 """``model-release up`` and ``model-release down``: the embedded stack as services a person can work with.
 
 ``up`` starts the S3 endpoint, MLflow's server, Airflow (api-server, scheduler, dag-processor) and a
-serving fleet of two local Tritons (explicit mode, metrics on; the fleet file ``serving/fleet.json``)
-on 127.0.0.1, waits until each answers and the ``model_release`` DAG is parsed, writes the env file,
+serving fleet of two local Tritons (explicit mode, metrics on), each with its serving agent following
+channel ``production`` of the store :data:`SERVE_STORE` (the agents register there; the rollout task
+finds them there), on 127.0.0.1, waits until each answers and the ``model_release`` DAG is parsed, writes the env file,
 prints the URLs, and keeps them running until Ctrl-C, SIGTERM or ``model-release down``. With
 ``--detach`` it runs itself in the background and returns once the stack is ready. Its state is in
 one folder (see :mod:`model_release.local.stack_folder`) and survives a restart: MLflow's registry, the
@@ -30,32 +31,38 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..errors import ModelReleaseError, ServiceUnavailable
+from ..errors import ModelReleaseError, ServiceUnavailable, UserError
+from ..flags import Parser
 from . import procs, webhook
 from .stack_folder import (
     AIRFLOW_USER, BUCKET, Layout, StackConfig, default_root, load_config, port_free, stack_env, write_env_file,
+    write_private,
 )
-from ..serve.fleet import FLEET_ENV
 from .http import AirflowApi
 from .services import CANARY_POOL, Service, airflow_ready, ensure_canary_pool, http_ready, init_airflow, services, wait_until
 
 STOP_TIMEOUT = 30.0
 #: the local serving fleet: how many Tritons ``up`` starts beside the stack
 FLEET_SIZE = 2
+#: the store and channel the local fleet's agents follow by default: the project spec's (releases/iris.yaml's
+#: promote.store); ``up --serve-store URI`` names another, kept in stack.json for the next start
+SERVE_STORE, SERVE_CHANNEL = f"s3://{BUCKET}/iris", "production"
 
 
-def fleet_file(layout: Layout) -> Path:
-    """The fleet file of the stack's serving Tritons (``$MODEL_RELEASE_FLEET`` in its env file)."""
-    return layout.root / "serving" / "fleet.json"
+def serve_store(layout: Layout, given: str | None = None) -> str:
+    """The store the local fleet follows: ``given`` (saved for the next start), else the saved one, else :data:`SERVE_STORE`."""
+    saved = layout.read_json(layout.stack_json) or {}
+    if given is None:
+        return str(saved.get("serve_store") or SERVE_STORE)
+    from ..store.model_store import _uri_problem
 
-
-def append_fleet_env(layout: Layout) -> None:
-    """Add ``MODEL_RELEASE_FLEET`` to the env file (once), so `model-release rollout` finds the fleet."""
-    line = f"export {FLEET_ENV}={shlex.quote(str(fleet_file(layout)))}"
-    text = layout.env_file.read_text() if layout.env_file.is_file() else ""
-    if line not in text.splitlines():
-        with open(layout.env_file, "a", encoding="utf-8") as f:
-            f.write(line + "\n")
+    problem = _uri_problem(given)
+    if problem or not given.startswith("s3://"):
+        raise UserError(f"--serve-store {given!r} is not valid: {problem or 'the local stack serves from its S3 endpoint'}; "
+                        f"give s3://{BUCKET}/PREFIX, the promote.store of the specs to serve")
+    layout.root.mkdir(parents=True, exist_ok=True)
+    layout.stack_json.write_text(json.dumps({**saved, "serve_store": given}, indent=2) + "\n")
+    return given
 
 
 class Supervisor:
@@ -68,7 +75,6 @@ class Supervisor:
         self.running: dict[str, tuple[Service, subprocess.Popen[bytes]]] = {}
         self.env = {**os.environ, **stack_env(layout, config)}
         self.env.pop("AWS_PROFILE", None)
-        self.env[FLEET_ENV] = str(fleet_file(layout))  # the release DAG's rollout task reads it
         self.started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.clock = time.monotonic()
 
@@ -111,21 +117,20 @@ class Supervisor:
         self.say("MLflow's webhook for model_version_alias.created points at the receiver")
 
     def _spawn_fleet(self) -> list[Service]:
-        """Start the local fleet: two serving Tritons (explicit mode, metrics on), each on its own repository."""
+        """Start the local fleet: two serving Tritons (explicit mode, metrics on), each on its own repository with
+        its agent beside it (it serves the channel's current release once the store answers)."""
+        from .fleet import server_argv
+
         fleet = []
-        fleet_file(self.layout).unlink(missing_ok=True)
         for i in range(1, FLEET_SIZE + 1):
-            name = f"serve-{i}"
-            folder = self.layout.root / "serving" / name
-            service = Service(f"triton-{name}", [sys.executable, "-m", "model_release.serve.local_server", "--name", name,
-                                                 "--repository", str(folder / "models"), "--info", str(folder / "server.json")])
+            service = Service(f"triton-serve-{i}", server_argv(self.layout.root / "serving", f"serve-{i}",
+                                                              serve_store(self.layout), SERVE_CHANNEL))
             self._spawn(service)
             fleet.append(service)
         return fleet
 
     def _wait_fleet(self, fleet: list[Service]) -> None:
-        """Wait for each serving Triton's info file, then write the fleet file (channel production)."""
-        from ..serve.fleet import write_fleet
+        """Wait for each serving Triton's info file (its Triton up, its agent listening)."""
         from ..serve.local_server import read_info
 
         servers = []
@@ -134,9 +139,10 @@ class Supervisor:
             self._wait(service, lambda info=info: None if info.is_file() else "not ready yet", 180)
             servers.append(read_info(info))
             service.url = servers[-1].url  # known once the server picked its ports: `model-release status` asks it
-        write_fleet(fleet_file(self.layout), {"production": servers})
-        append_fleet_env(self.layout)
-        self.say(f"serving fleet ready: {', '.join(f'{s.name} at {s.url}' for s in servers)}")
+        store = serve_store(self.layout)
+        self.say(f"serving fleet up, following channel {SERVE_CHANNEL!r} of {store}: "
+                 + ", ".join(f"{s.name} at {s.url} (ready: {s.ready_url})" for s in servers))
+        add_serving_to_env_file(self.layout, store, [s.url for s in servers])
 
     def _spawn(self, service: Service) -> None:
         if self.stopping.is_set():
@@ -242,6 +248,14 @@ def _last_line(log: Path) -> str:
     return lines[-1].strip()[-600:] if lines else "no output"
 
 
+def add_serving_to_env_file(layout: Layout, store: str, urls: list[str]) -> None:
+    """Append the serving fleet's store and its Tritons' HTTP URLs to the env file (which stays mode 0600)."""
+    text = layout.env_file.read_text() if layout.env_file.exists() else ""
+    lines = [f"export MODEL_RELEASE_SERVE_STORE={shlex.quote(store)}",
+             f"export MODEL_RELEASE_SERVING={shlex.quote(','.join(urls))}"]
+    write_private(layout.env_file, text + "\n".join(lines) + "\n")
+
+
 def summary(layout: Layout, config: StackConfig) -> str:
     """The lines ``up`` prints once the stack is ready: the URLs, the env file, how to stop it."""
     env_file = layout.env_file
@@ -254,6 +268,8 @@ def summary(layout: Layout, config: StackConfig) -> str:
         f"  MLflow UI and tracking   {config.url('mlflow')}",
         f"  Airflow UI and REST API  {config.url('airflow')}   (user admin; the password is AIRFLOW_PASSWORD in the env file)",
         f"  S3 endpoint              {config.url('s3')}   (bucket {BUCKET})",
+        f"  serving Tritons          following channel {SERVE_CHANNEL} of {serve_store(layout)}"
+        "   (their URLs: MODEL_RELEASE_SERVING in the env file)",
         f"  use it from a shell:     source {env_file}",
         "  stop it:                 model-release down   (or Ctrl-C where `model-release up` runs)",
     ])
@@ -351,14 +367,36 @@ def _detach(layout: Layout, *, timeout: float) -> int:
     return 4
 
 
-def up_main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="model-release up", description="Start the local stack and keep it running.")
-    parser.add_argument("--root", type=Path, default=None, help="the stack's folder (default $MODEL_RELEASE_STACK or <project>/.work/stack)")
+#: ``--root`` of up, down and status
+ROOT_HELP = "the stack's folder (default $MODEL_RELEASE_STACK or ./.work/stack)"
+
+
+def up_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="model-release up", description="Start the local stack and keep it running.")
+    parser.add_argument("--root", type=Path, default=None, help=ROOT_HELP)
     parser.add_argument("--detach", action="store_true", help="run in the background; return once the stack is ready")
     parser.add_argument("--timeout", type=float, default=600, help="with --detach: seconds to wait for the stack (default 600)")
-    args = parser.parse_args(argv)
+    parser.add_argument("--serve-store", metavar="URI", default=None,
+                        help="the model store whose channel production the two serving Tritons follow (default: the "
+                             f"last one given, else {SERVE_STORE}); kept for the next start")
+    return parser
+
+
+def down_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="model-release down", description="Stop the local stack; its state is kept.")
+    parser.add_argument("--root", type=Path, default=None, help=ROOT_HELP)
+    return parser
+
+
+def up_main(argv: list[str]) -> int:
+    args = up_parser().parse_args(argv)
     layout = Layout(args.root or default_root())
     state = _running(layout)
+    if args.serve_store is not None and state and serve_store(layout) != args.serve_store:
+        raise UserError(f"the stack in {layout.root} is running and its serving Tritons follow {serve_store(layout)}; "
+                        f"`model-release down`, then `model-release up --serve-store {args.serve_store}`")
+    if args.serve_store is not None:
+        serve_store(layout, args.serve_store)  # saved in stack.json: the supervisor (and the next start) read it
     if state:
         config = _saved_config(layout)
         print(f"model-release up: the stack is already {'running' if state.get('ready') else 'starting'} "
@@ -374,9 +412,7 @@ def _saved_config(layout: Layout) -> StackConfig:
 
 
 def down_main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="model-release down", description="Stop the local stack; its state is kept.")
-    parser.add_argument("--root", type=Path, default=None, help="the stack's folder (default $MODEL_RELEASE_STACK or <project>/.work/stack)")
-    args = parser.parse_args(argv)
+    args = down_parser().parse_args(argv)
     layout = Layout(args.root or default_root())
     config = _saved_config(layout)
     if not config.stack_id:

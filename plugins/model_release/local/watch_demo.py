@@ -155,20 +155,14 @@ def channel_events(airflow_db: Path, channel: str) -> list[dict[str, Any]]:
     return [json.loads(extra) if extra else {} for (extra,) in rows]
 
 
-def serving_release(store: Any, server: Any, channel: str, entry: str) -> str | None:
-    """The release ``server`` serves now (its loaded entry's pins against the channel's version map)."""
-    from ..serve.rollout import identify
-    from ..serve.triton_ops import ServingTriton
-    from ..serve.versions import read_versions
+def serving_release(store: Any, server: Any, channel: str) -> str | None:
+    """The release ``server`` serves now, as its agent reports it in the store."""
+    from ..serve.membership import read_states
 
-    ops = ServingTriton(server)
-    try:
-        return identify(read_versions(store, channel), ops.loaded_pins(entry), "")
-    finally:
-        ops.close()
+    return next((s.release for s in read_states(store, channel) if s.name == server.name), None)
 
 
-def rollback_findings(store: Any, fleet: Any, *, entry: str, bad: str, good: str, good_version: str,
+def rollback_findings(store: Any, fleet: Any, *, bad: str, good: str, good_version: str,
                       model_name: str, tracking_uri: str, alias: str, airflow_db: Path) -> dict[str, Any]:
     """What the watch left behind after rolling ``bad`` back to ``good``, and every way that falls short.
 
@@ -189,7 +183,7 @@ def rollback_findings(store: Any, fleet: Any, *, entry: str, bad: str, good: str
     if record is None or record["outcome"] != "rolled back":
         problems.append(f"the roll-out of {bad} ended {record and record['outcome']!r}, not 'rolled back' "
                         f"({record and record.get('reason')})")
-    serving = {s.name: serving_release(store, s, channel, entry) for s in fleet.servers}
+    serving = {s.name: serving_release(store, s, channel) for s in fleet.servers}
     if set(serving.values()) != {good}:
         problems.append(f"the servers serve {serving}, not {good} everywhere")
     pointer = store.read_pointer(channel)

@@ -454,6 +454,11 @@ def _row_count(path: str | Path, readers: dict[str, _NpyReader]) -> int:
     return next(iter(counts.values()))
 
 
+#: the largest Fortran-ordered (column-major) golden array read whole instead of streamed: a DataFrame's
+#: ``to_numpy()`` of tabular rows is far below it; image or token tensors are written C-ordered by numpy
+MAX_FORTRAN_BYTES = 256 << 20
+
+
 class _NpyReader:
     """One ``.npy`` member of an ``.npz`` file, read a batch of rows at a time."""
 
@@ -467,10 +472,10 @@ class _NpyReader:
         except (ValueError, OSError, EOFError, SyntaxError, zipfile.BadZipFile) as exc:
             raise SpecError(f'golden set {path}: array "{name}" is not a readable .npy array ({exc}); '
                             "write the file with numpy.savez") from None
-        if dtype.hasobject or fortran:
+        if dtype.hasobject:
             raise SpecError(
-                f'golden set {path}: array "{name}" is {"an object array" if dtype.hasobject else "Fortran-ordered"}; '
-                "save it as a C-ordered array of numbers or fixed-width strings (arr.astype(str))"
+                f'golden set {path}: array "{name}" is an object array; save it as an array of numbers or '
+                "fixed-width strings (arr.astype(str))"
             )
         if not shape:
             raise SpecError(f'golden set {path}: array "{name}" is a scalar; give one row per example')
@@ -485,8 +490,22 @@ class _NpyReader:
                 f"({self.rows * self.row_bytes} bytes of data) but holds {held} bytes; the file is truncated or "
                 "its header was altered: write it again with numpy.savez"
             )
+        self.whole: np.ndarray | None = None
+        self.at = 0
+        if fortran:  # column-major (pandas' DataFrame.to_numpy() gives one): rows are not contiguous, so read it whole
+            if held > MAX_FORTRAN_BYTES:
+                raise SpecError(
+                    f'golden set {path}: array "{name}" is Fortran-ordered and {held / 2**20:.1f} MiB, above the '
+                    f"{MAX_FORTRAN_BYTES / 2**20:.1f} MiB read whole (its rows are not contiguous, so it cannot be streamed); "
+                    "save it C-ordered: numpy.savez(path, NAME=numpy.ascontiguousarray(arr))"
+                )
+            data = np.frombuffer(self.fp.read(held), dtype=dtype).reshape(shape, order="F")
+            self.whole = np.ascontiguousarray(data)
 
     def read(self, n: int) -> np.ndarray:
+        if self.whole is not None:
+            self.at += n
+            return self.whole[self.at - n:self.at].copy()
         data = self.fp.read(n * self.row_bytes)
         return np.frombuffer(data, dtype=self.dtype).reshape((n, *self.row_shape)).copy()
 

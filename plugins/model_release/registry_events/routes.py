@@ -5,7 +5,7 @@ imported by the DAG's shape (:mod:`model_release.airflow.dags`), so the receiver
 on it by construction::
 
     name  model_release_registry_<spec name>
-    uri   model-release://registry/<spec name>
+    uri   x-model-release://registry/<spec name>   (names.ASSET_SCHEME)
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import SpecError
+from ..names import ASSET_SCHEME
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +27,7 @@ def asset_name(spec_name: str) -> str:
 
 def asset_uri(spec_name: str) -> str:
     """The URI of that Asset."""
-    return f"model-release://registry/{spec_name}"
+    return f"{ASSET_SCHEME}://registry/{spec_name}"
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import math
 import os
 import re
 from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,8 @@ from ..errors import AssembleError
 
 _IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-.:]{0,127}$")
 TEMPLATE_ENV = "MODEL_RELEASE_TEMPLATES"
+#: the package the templates are installed as (pyproject.toml maps model_repository_template/ to it)
+TEMPLATE_PACKAGE = "model_release.templates"
 
 
 class PyLiteral(str):
@@ -65,24 +68,27 @@ def _finalize(value: Any) -> str:
 
 
 def template_root() -> Path:
-    """``model_repository_template/``: ``$MODEL_RELEASE_TEMPLATES``, else the one beside the package's checkout.
+    """``model_repository_template/``: ``$MODEL_RELEASE_TEMPLATES``, else the installed package's
+    (``model_release.templates``: package data in a wheel, the clone's folder in an editable install).
 
     Raises:
-        AssembleError: no template folder is found.
+        AssembleError: the setting names no folder, or the installed templates are not a folder on disk.
     """
     env = os.environ.get(TEMPLATE_ENV)
     if env:
         root = Path(env)
         if not root.is_dir():
-            raise AssembleError(f"${TEMPLATE_ENV}={env!r} is not a folder; point it at model_repository_template/")
+            raise AssembleError(f"${TEMPLATE_ENV}={env!r} is not a folder; point it at a copy of model_repository_template/")
         return root
-    for parent in Path(__file__).resolve().parents:
-        candidate = parent / "model_repository_template"
-        if candidate.is_dir():
-            return candidate
-    raise AssembleError(
-        f"model_repository_template/ was not found above {Path(__file__).parent}; set ${TEMPLATE_ENV} to its path"
-    )
+    try:
+        installed = resources.files(TEMPLATE_PACKAGE)
+    except ModuleNotFoundError:
+        raise AssembleError(f"{TEMPLATE_PACKAGE} is not installed (an install made before the templates became package "
+                            f"data: reinstall model-release, `make setup` in a clone); or set ${TEMPLATE_ENV}") from None
+    if not isinstance(installed, Path) or not installed.is_dir():
+        raise AssembleError(f"the installed templates ({TEMPLATE_PACKAGE}: {installed}) are not a folder on disk; "
+                            f"set ${TEMPLATE_ENV} to a copy of model_repository_template/")
+    return installed
 
 
 @lru_cache(maxsize=4)

@@ -1,13 +1,13 @@
-"""The watch wired into the roll-out: after each wave, judge; on a failure, roll everything back by itself.
+"""The watch wired into the roll-out: after each step, judge; on a failure, roll everything back by itself.
 
-:func:`watch_after_wave` is what :func:`~.rollout.roll_out` calls once a wave's servers switched
+:func:`watch_after_wave` is what :func:`~.rollout.roll_out` calls once a step's servers switched
 (when ``RolloutOptions.watch`` is set and every server has a metrics URL). The servers already on
 the new release are watched beside those still on the old one (:func:`~.watch.wave.watch_wave`);
-the old release's figures are carried to the last wave, where no server serves it any more.
+the old release's figures are carried to the last step, where no server serves it any more.
 
-- **pass**: the verdict goes into the record; the next wave follows.
-- **fail**: every server that switched is re-pinned to the old release (the roll-out's own
-  rollback: members still loaded, only the entry is loaded again), the channel pointer moves back
+- **pass**: the verdict goes into the record; the next step follows.
+- **fail**: the plan moves back (every agent re-pins the old release: side by side its models are
+  still loaded, so only the entry is loaded again), the channel pointer moves back
   by a conditional write (:func:`~model_release.store.channels.rollback`, the MLflow alias with it
   when a follower is given), the ledger marks the model version rejected in production, the record
   holds the watch's sentence and figures, and :class:`~.watch.wave.WatchFailed` is raised with the
@@ -15,7 +15,8 @@ the old release's figures are carried to the last wave, where no server serves i
 - **inconclusive**: nothing moves; :class:`~.watch.wave.WatchInconclusive` says why and what to do.
 - a metrics endpoint that cannot be read: nothing moves; the ServiceUnavailable names the server.
 
-The roll-out lock is refreshed at every sampling interval, so a long bake never loses it.
+The roll-out's lease is renewed at every sampling interval too (besides its own renewal thread),
+so a long bake never loses it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ..errors import ModelReleaseError
@@ -33,10 +33,9 @@ from ..store.channels import rollback
 from ..store.model_store import ModelStore
 from ..store.registry import RegistryFollower
 from .fleet import Fleet, Server
-from .lock import RolloutLock
+from .lock import RolloutLease
 from .record import RolloutRecord, ServerRecord
-from .server_repo import ReleaseFiles, prepare_release
-from .versions import ENSEMBLE_VERSION, VersionMap
+from .versions import ENSEMBLE_VERSION, read_versions
 from .watch.figures import Release
 from .watch.metrics import MetricsReader, WatchedServer
 from .watch.rules import FAIL, INCONCLUSIVE
@@ -73,7 +72,7 @@ class WatchPlan:
 class _LockClock(Clock):
     """The plan's clock, refreshing the roll-out lock before each wait of the bake."""
 
-    def __init__(self, inner: Clock, lock: RolloutLock) -> None:
+    def __init__(self, inner: Clock, lock: RolloutLease) -> None:
         self._inner, self._lock = inner, lock
 
     def monotonic(self) -> float:
@@ -99,32 +98,25 @@ def watchable(fleet: Fleet, plan: WatchPlan | None) -> bool:
     return not missing
 
 
-def _entry_release(release_id: str, entry: str, ensemble: bool, vmap: VersionMap, versions: dict[str, int]) -> Release:
-    version = ENSEMBLE_VERSION if ensemble else int(versions.get(entry) or vmap.version(entry, release_id))
-    return Release(release_id, entry, version)
-
-
-def old_release_id(record: RolloutRecord) -> str | None:
-    """The release the fleet served before this roll-out: the first server's ``before`` that is another release."""
-    for srec in record.servers:
-        if srec.before not in (None, "unknown", record.release_id):
-            return srec.before
-    return None
+def _entry_release(store: ModelStore, channel: str, release_id: str) -> Release:
+    """The release's entry model and the Triton version requests reach it at (an ensemble is served at 1)."""
+    got = store.read_manifest(release_id)
+    entry = str(((got[0] if got else {}).get("repository") or {}).get("entry_model", ""))
+    version = read_versions(store, channel).version(entry, release_id)  # ensembles are not numbered
+    return Release(release_id, entry, ENSEMBLE_VERSION if version is None else version)
 
 
 @dataclass
 class WaveContext:
-    """What the watch of one wave needs from the roll-out."""
+    """What the watch of one step needs from the roll-out: ``move_back(old, servers, step)`` puts the plan back
+    on ``old`` and returns the servers' records once they re-pinned it."""
 
     store: ModelStore
     fleet: Fleet
-    release: ReleaseFiles
-    vmap: VersionMap
+    release_id: str
     record: RolloutRecord
-    lock: RolloutLock
-    cache_dir: Path
-    shim: bool
-    repin: Callable[[Server, ReleaseFiles, ServerRecord], None]
+    lock: RolloutLease
+    move_back: Callable[[str, list[str], int], list[ServerRecord]]
 
 
 def watch_after_wave(ctx: WaveContext, plan: WatchPlan, wave_no: int, old_id: str | None) -> WatchVerdict:
@@ -135,13 +127,12 @@ def watch_after_wave(ctx: WaveContext, plan: WatchPlan, wave_no: int, old_id: st
         WatchInconclusive: the watch could not judge within its budget; nothing moved.
         ServiceUnavailable: a metrics endpoint could not be read (named); nothing moved.
     """
-    record, release = ctx.record, ctx.release
+    record = ctx.record
     on_new = {s.server for s in record.servers if s.after == record.release_id}
     new = [watched(s) for s in ctx.fleet.servers if s.name in on_new]
     old = [watched(s) for s in ctx.fleet.servers if s.name not in on_new] if old_id else []
-    ensemble = release.is_ensemble(release.entry)
-    new_rel = _entry_release(record.release_id, release.entry, ensemble, ctx.vmap, release.versions)
-    old_rel = _entry_release(old_id, release.entry, ensemble, ctx.vmap, ctx.vmap.release_versions(old_id)) if old_id else None
+    new_rel = _entry_release(ctx.store, record.channel, record.release_id)
+    old_rel = _entry_release(ctx.store, record.channel, old_id) if old_id else None
     clock = _LockClock(plan.clock, ctx.lock)
     sampler = plan.sampler or MetricsReader(clock.monotonic)
     verdict = watch_wave(new, old, new_rel, old_rel, plan.spec, clock=clock, sampler=sampler, probe=plan.probe,
@@ -151,7 +142,7 @@ def watch_after_wave(ctx: WaveContext, plan: WatchPlan, wave_no: int, old_id: st
     if verdict.outcome == FAIL:
         raise roll_back_release(ctx, plan, verdict, wave_no, old_id)
     if verdict.outcome == INCONCLUSIVE:
-        record.reason = f"held by the watch in wave {wave_no}: {verdict.sentence}"
+        record.reason = f"held by the watch in step {wave_no}: {verdict.sentence}"
         raise verdict.error()
     return verdict
 
@@ -167,12 +158,8 @@ def roll_back_release(ctx: WaveContext, plan: WatchPlan, verdict: WatchVerdict, 
         return WatchFailed(f"{record.release_id}: {sentence} in wave {wave_no}, but the channel served no earlier "
                            "release on these servers, so nothing could be rolled back to; stop its traffic and "
                            "promote a good release", stage="watch")
-    old = prepare_release(ctx.store, old_id, ctx.vmap.release_versions(old_id), ctx.cache_dir, shim=ctx.shim)
-    for server in ctx.fleet.servers:
-        if server.name in {s.server for s in record.servers if s.after == record.release_id}:
-            srec = ServerRecord(server.name, wave_no)
-            ctx.repin(server, old, srec)  # RolloutStopped propagates: the record says which servers moved
-            record.rolled_back.append(srec)
+    switched = [s.server for s in record.servers if s.after == record.release_id]
+    ctx.move_back(old_id, switched, wave_no)  # the record's rolled_back says how each server re-pinned
     pointer = _move_pointer_back(ctx, plan, old_id)
     rejected = _reject(ctx.store, record, sentence)
     log.warning("%s: %s; servers back on %s, %s, %s", record.release_id, sentence, old_id, pointer, rejected)

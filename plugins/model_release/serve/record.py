@@ -1,7 +1,11 @@
-"""The roll-out's record, kept in the store: who, which run, waves, per-step timings, outcome.
+"""The roll-out's record, kept in the store: who, which run, steps, each server's outcome and timings.
 
 ``rollouts/<channel>/<seq>.json`` (``seq`` from 1, written ``If-None-Match`` so two records never
-share a number). The watch (issue 20) adds its figures per wave to the same record.
+share a number). Each server's entry carries the step it was moved in (``wave``: the step number,
+the name the channel page reads), the release it served before and after, and what its agent did
+(copy, load, warmup, switch, skip, drain, unload, with seconds). The watch adds its figures per step;
+``silent`` names the agents that were not members (no heartbeat) and ``split`` says which servers
+serve which release when the roll-out ended with the fleet split.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ def record_prefix(channel: str) -> str:
 
 @dataclass
 class Step:
-    """One thing done on one server: ``copy``, ``load``, ``warmup``, ``switch`` or ``skip``."""
+    """One thing done on one server: ``copy``, ``load``, ``warmup``, ``switch``, ``skip``, ``drain`` or ``unload``."""
 
     action: str
     model: str
@@ -37,7 +41,7 @@ class ServerRecord:
     wave: int
     before: str | None = None
     after: str | None = None
-    outcome: str = "pending"  # switched, unchanged, failed, not reached
+    outcome: str = "pending"  # switched, unchanged, failed, silent, timed out, not reached
     steps: list[Step] = field(default_factory=list)
     seconds: float = 0.0
     error: str | None = None
@@ -62,6 +66,10 @@ class RolloutRecord:
     reason: str | None = None  # why it stopped ("rolled back by the watch: error rate 4.1% against 0.0%, limit 1%")
     rolled_back: list[ServerRecord] = field(default_factory=list)  # the servers the watch re-pinned to the old release
     pointer_back: dict[str, Any] | None = None  # the channel pointer's move back (store.channels.rollback's result)
+    steps: list[dict[str, Any]] = field(default_factory=list)  # per step: servers, new servers, budget, failed
+    silent: list[str] = field(default_factory=list)  # agents without a heartbeat: named, not waited for
+    checks: list[str] = field(default_factory=list)  # what was checked before the first step (and what could not be)
+    split: str | None = None  # "the fleet is split: iris-r2 on [...]; iris-r1 on [...]" when it ended split
     _t0: float = field(default_factory=time.monotonic, repr=False)
 
     def to_doc(self) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""A serving Triton's own model repository, written by the roll-out and read by nobody else.
+"""A serving Triton's own model repository, written by the agent beside it and read by nobody else.
 
 Layout (one folder per server, fixed at the server's start-up)::
 
@@ -19,9 +19,13 @@ otherwise writes ``__pycache__`` there as it first loads the model, Triton then 
 model, and the entry ensemble's load loads that step a second time (about 1.3 s per python step and
 server on the CPU fleet). The bytecode is the roll-out's own interpreter's; a stub running another
 Python version ignores it and writes its own (the second load comes back, nothing else changes).
-Release files come from :func:`prepare_release`: fetched from the store verified against the
-manifest's sha256 (:func:`model_release.store.fetch.fetch_release`) and, on the CPU fleet, with
-ONNX leaves served through the canary's onnxruntime shim (:mod:`model_release.triton.shim`).
+Release files come from the agent's content cache (:mod:`.release_cache`): fetched from the store
+verified against the manifest's sha256 and, on the CPU fleet, with ONNX leaves served through the
+canary's onnxruntime shim (:mod:`model_release.triton.shim`).
+
+:class:`ModelRepository` is what the agent's convergence (:mod:`.converge`) writes through;
+:class:`FolderRepository` is the real one (this module's functions on one folder), and the scale
+benchmark's fake Triton keeps its repository in memory behind the same calls.
 """
 
 from __future__ import annotations
@@ -33,17 +37,14 @@ import py_compile
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..repository.config import CONFIG_FILE, read_config, write_config
 from ..repository.warmup_samples import WARMUP_FOLDER
-from ..store.fetch import fetch_release
-from ..store.model_store import ModelStore
 from .versions import ENSEMBLE_VERSION
 
 PINS_FILE = "pins.json"
 MARKER_FILE = ".model-release.json"
-_COMPLETE = ".prepared"
 
 
 @dataclass
@@ -55,6 +56,7 @@ class ReleaseFiles:
     models_dir: Path
     versions: dict[str, int]
     shimmed: list[str] = field(default_factory=list)
+    _configs: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def repository(self) -> dict[str, Any]:
@@ -68,11 +70,19 @@ class ReleaseFiles:
         """The version folder the release itself wrote (``repository.model_version``)."""
         return str(self.repository["models"][model])
 
+    def _read(self, model: str) -> Any:
+        if model not in self._configs:
+            self._configs[model] = read_config(self.models_dir / model / CONFIG_FILE)
+        return self._configs[model]
+
     def config(self, model: str) -> Any:
-        return read_config(self.models_dir / model / CONFIG_FILE)
+        """``model``'s config as released (a fresh copy: callers change it)."""
+        copy = type(self._read(model))()
+        copy.CopyFrom(self._read(model))
+        return copy
 
     def is_ensemble(self, model: str) -> bool:
-        return self.config(model).platform == "ensemble"
+        return self._read(model).platform == "ensemble"
 
     def members(self) -> list[str]:
         """The models to load before the entry ensemble, dependencies first (leaves, then BLS)."""
@@ -85,34 +95,6 @@ class ReleaseFiles:
         """What ``model`` calls (ensemble steps or BLS calls) -> the serving version to call."""
         return {callee: self.versions[callee] for callee in self.repository.get("calls", {}).get(model, [])
                 if callee in self.versions}
-
-
-def prepare_release(store: ModelStore, release_id: str, versions: dict[str, int], cache_dir: Path, *,
-                    shim: bool) -> ReleaseFiles:
-    """Fetch ``release_id``'s models once into ``cache_dir`` (verified), shimmed when ``shim``.
-
-    Raises:
-        StoreError, ChecksumMismatch: the release is missing, incomplete or damaged in the store.
-        GpuUnavailable: ``shim`` and a model the CPU fleet cannot serve (a TensorRT plan).
-    """
-    from ..triton.shim import prepare_canary_repository
-
-    done = cache_dir / release_id / ("shimmed" if shim else "plain")
-    if not (done / _COMPLETE).is_file():
-        work = done.with_name(done.name + f".partial-{os.getpid()}")
-        manifest = fetch_release(store, release_id, work / "fetched", under="models/")
-        served = prepare_canary_repository(work / "fetched" / "models", work / "models") if shim else None
-        if not shim:
-            shutil.move(str(work / "fetched" / "models"), str(work / "models"))
-        (work / "release.json").write_text(json.dumps(manifest))
-        (work / _COMPLETE).write_text(json.dumps({"shimmed": served.shimmed if served else []}))
-        shutil.rmtree(work / "fetched", ignore_errors=True)
-        if done.exists():
-            shutil.rmtree(done)
-        os.replace(work, done)
-    manifest = json.loads((done / "release.json").read_text())
-    shimmed = json.loads((done / _COMPLETE).read_text())["shimmed"]
-    return ReleaseFiles(release_id, manifest, done / "models", dict(versions), shimmed)
 
 
 def folder_holds(repo: Path, model: str, version: int, digest: str) -> bool:
@@ -218,3 +200,95 @@ def drop_version(repo: Path, model: str, version: int, previous: Any | None) -> 
     shutil.rmtree(repo / model / str(version), ignore_errors=True)
     if previous is not None:
         write_model_config(repo, model, previous)
+
+
+def copy_version(repo: Path, model: str, source: int, target: int) -> None:
+    """Put a copy of ``<model>/<source>`` in place as ``<model>/<target>`` (replacing what is there).
+
+    Triton 2.51 keeps a version that failed to load in its index as UNAVAILABLE with the failure as
+    its reason, and a server with strict readiness answers not ready while any such version is there;
+    neither a load without that version nor an unload of the model clears it. Loading a version that
+    loads (a copy of the serving one) under the failed number and unloading it again leaves the
+    reason "unloaded", which readiness accepts: this is how the agent unloads a failed version.
+    """
+    work = repo / model / f".{target}.partial-{os.getpid()}"
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(repo / model / str(source), work)
+    final = repo / model / str(target)
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(work, final)
+
+
+def prune(repo: Path, model: str, keep: set[int]) -> list[int]:
+    """Remove ``model``'s version folders not in ``keep`` (releases no longer served); the versions removed."""
+    folder = repo / model
+    gone = [int(p.name) for p in folder.iterdir() if p.is_dir() and p.name.isdigit() and int(p.name) not in keep] \
+        if folder.is_dir() else []
+    for version in gone:
+        shutil.rmtree(folder / str(version), ignore_errors=True)
+    return sorted(gone)
+
+
+class ModelRepository(Protocol):
+    """What the agent writes into its server's repository (each call as the function of this module it names)."""
+
+    def stage(self, release: ReleaseFiles, model: str, digest: str) -> bool: ...  # stage_version
+
+    def write_config(self, model: str, config: Any) -> None: ...  # write_model_config
+
+    def read_config(self, model: str) -> Any | None: ...  # the config.pbtxt in place, None when absent
+
+    def drop_version(self, model: str, version: int, previous: Any | None) -> None: ...  # drop_version
+
+    def copy_version(self, model: str, source: int, target: int) -> None: ...  # copy_version
+
+    def prune(self, model: str, keep: set[int]) -> list[int]: ...  # prune
+
+    def ensure_entry_folder(self, entry: str) -> None: ...  # ensure_entry_folder
+
+    def clean_partials(self) -> None: ...  # clean_partials
+
+    def check(self) -> str | None: ...  # why the repository cannot be written, or None
+
+
+@dataclass
+class FolderRepository:
+    """:class:`ModelRepository` on a folder the server was started on (``--model-repository``)."""
+
+    root: Path
+
+    def stage(self, release: ReleaseFiles, model: str, digest: str) -> bool:
+        return stage_version(release, model, self.root, digest)
+
+    def write_config(self, model: str, config: Any) -> None:
+        write_model_config(self.root, model, config)
+
+    def read_config(self, model: str) -> Any | None:
+        path = self.root / model / CONFIG_FILE
+        return read_config(path) if path.is_file() else None
+
+    def drop_version(self, model: str, version: int, previous: Any | None) -> None:
+        drop_version(self.root, model, version, previous)
+
+    def copy_version(self, model: str, source: int, target: int) -> None:
+        copy_version(self.root, model, source, target)
+
+    def prune(self, model: str, keep: set[int]) -> list[int]:
+        return prune(self.root, model, keep)
+
+    def ensure_entry_folder(self, entry: str) -> None:
+        ensure_entry_folder(self.root, entry)
+
+    def clean_partials(self) -> None:
+        clean_partials(self.root)
+
+    def check(self) -> str | None:
+        """Why the folder cannot be written (missing, read-only, full), or None."""
+        probe = self.root / f".write-check-{os.getpid()}"
+        try:
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as exc:
+            return f"{self.root} cannot be written ({exc.strerror or type(exc).__name__})"
+        return None

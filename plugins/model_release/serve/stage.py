@@ -1,8 +1,8 @@
 """The roll-out as a pipeline step: after promotion, with the spec's warm-up rule and the canary's p99.
 
 The release's own manifest holds the canary's figures (``canary.figures.timing.p99_ms``), so the
-first-request limit is that p99 times ``serve.warmup.factor``; a release without one is probed
-without a limit. The Airflow task (:func:`model_release.airflow.tasks.rollout`) is one call here;
+first-request limit is that p99 times ``serve.warmup.factor`` (the plan carries the rule to the
+agents, which probe each new version before the switch); a release without one is probed without a limit. The Airflow task (:func:`model_release.airflow.tasks.rollout`) is one call here;
 ``model-release rollout`` at a terminal builds the same watch with :func:`watch_plan`, from the spec
 the release recorded in its manifest (:func:`recorded_spec`) or a spec file.
 
@@ -22,7 +22,6 @@ from typing import Any
 
 from ..spec import ReleaseSpec, spec_from_record
 from ..store.model_store import ModelStore
-from .fleet import Fleet
 from .guard import WatchPlan
 from .record import RolloutRecord
 from .rollout import RolloutOptions, roll_out
@@ -72,22 +71,21 @@ def watch_plan(serve: Any, *, tracking_uri: str | None = None, alias: str = "pro
     return WatchPlan(serve.watch, probe=probe, follower=follower, log=log)
 
 
-def rollout_release(store: ModelStore, fleet: Fleet, serve: Any, *, release_id: str, cache_dir: Path,
-                    run: str | None = None, shim: bool = True, lock_wait_s: float = 60,
-                    progress: Callable[[str], None] | None = None, tracking_uri: str | None = None,
-                    alias: str = "production", resolve_path: Callable[[str], Path] | None = None) -> RolloutRecord:
-    """Roll ``release_id`` out to ``fleet`` as the spec's ``serve`` section says, watching each wave.
+def rollout_release(store: ModelStore, channel: str, serve: Any, *, release_id: str, run: str | None = None,
+                    lock_wait_s: float | None = None, progress: Callable[[str], None] | None = None,
+                    tracking_uri: str | None = None, alias: str = "production",
+                    resolve_path: Callable[[str], Path] | None = None) -> RolloutRecord:
+    """Roll ``release_id`` out to the channel's serving agents as the spec's ``serve`` section says, watching each step.
 
     Raises:
         RolloutStopped, RolloutLocked, StoreError, UserError: as :func:`~.rollout.roll_out`.
         WatchFailed: the watch rolled the release back (servers, pointer, alias, ledger).
-        WatchInconclusive, ServiceUnavailable: the watch held the wave; nothing moved.
+        WatchInconclusive, ServiceUnavailable: the watch held the step; nothing moved.
     """
     got = store.read_manifest(release_id)
     p99 = canary_p99_ms(got[0]) if got else None
     rule = WarmupRule(requests=serve.warmup.requests, first_request_limit_ms=limit_ms(p99, serve.warmup.factor))
-    options = RolloutOptions(cache_dir=cache_dir, shim=shim, lock_wait_s=lock_wait_s,
-                             warmup=rule.check if rule.active else None, run=run,
+    options = RolloutOptions(spec=serve.rollout, lock_wait_s=lock_wait_s, warmup=rule if rule.active else None, run=run,
                              watch=watch_plan(serve, tracking_uri=tracking_uri, alias=alias,
                                               resolve_path=resolve_path, log=progress))
-    return roll_out(store, fleet, options, release_id=release_id, progress=progress)
+    return roll_out(store, channel, options, release_id=release_id, progress=progress)

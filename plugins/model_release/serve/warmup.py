@@ -2,7 +2,7 @@
 
 Triton runs a model's ``model_warmup`` samples on every instance before the version is READY
 (a failing sample fails the load), so a leaf the assembler gave warm-up samples answers its first
-real request fast. The roll-out checks that: before switching the entry model it sends
+real request fast. The serving agent checks that: before switching the entry model it sends
 ``requests`` requests to each newly loaded version and refuses the switch when the first took
 longer than ``first_request_limit_ms`` (the canary's p99 times the spec's factor). Ensembles cannot
 declare ``model_warmup`` and are never probed.
@@ -27,23 +27,34 @@ class WarmupRule:
     def active(self) -> bool:
         return self.requests > 0 or self.first_request_limit_ms is not None
 
-    def check(self, ops: Any, release: Any, model: str, version: int, config: Any) -> float:
-        """Probe ``model`` at ``version`` on ``ops``'s server; the first request's seconds.
+    def check(self, control: Any, release: Any, model: str, version: int, config: Any) -> float:
+        """Probe ``model`` at ``version`` on ``control``'s server (:class:`~.control.TritonControl`); the first request's seconds.
 
         Raises:
             RolloutStopped: the first request was slower than the limit, or a probe failed.
         """
-        first = ops.infer_zeros(model, version, config)
+        first = control.infer_zeros(model, version, config)
         if self.first_request_limit_ms is not None and first * 1000 > self.first_request_limit_ms:
             raise RolloutStopped(
-                f"server {ops.server.name} ({ops.server.url}): the first request to {model} version {version} of "
+                f"server {control.name}: the first request to {model} version {version} of "
                 f"{release.release_id} took {first * 1000:.0f} ms, over the limit of {self.first_request_limit_ms:.0f} ms "
                 "(the canary's p99 times serve.warmup.factor); the entry model was not switched. Give the model "
                 "warm-up samples (assemble writes model_warmup for ONNX/TensorRT leaves) or raise the factor"
             )
         for _ in range(max(0, self.requests - 1)):
-            ops.infer_zeros(model, version, config)
+            control.infer_zeros(model, version, config)
         return first
+
+    def to_doc(self) -> dict[str, Any]:
+        """The rule as the plan carries it to the agents."""
+        return {"requests": self.requests, "first_request_limit_ms": self.first_request_limit_ms}
+
+    @classmethod
+    def from_doc(cls, doc: dict[str, Any] | None) -> "WarmupRule | None":
+        """The rule a plan carries (None: none)."""
+        if not doc:
+            return None
+        return cls(int(doc.get("requests", 0)), doc.get("first_request_limit_ms"))
 
 
 def limit_ms(canary_p99_ms: float | None, factor: float) -> float | None:

@@ -5,7 +5,10 @@ once per deployment (Airflow connections and a fleet list per channel, or the lo
 file). The spec says only how this release is rolled out and watched::
 
     serve:
-      rollout: true            # the release DAG rolls out after promotion
+      rollout:                 # the roll-out: a plan the serving agents follow, step by step
+        enabled: true          # the release DAG rolls out after promotion (`rollout: false` is short for this)
+        steps: [{servers: 1}, {percent: 10}, {percent: 50}, {percent: 100, bake_s: 0}]
+        swap: side_by_side     # or in_place, for a model that needs more than half a server's memory
       warmup:
         requests: 3            # probe requests straight to each new version before the switch
         factor: 20             # refuse the switch when the first is slower than canary p99 x factor
@@ -29,7 +32,10 @@ left, from the baseline the roll-out passes (the figures of the earlier waves or
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+import math
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
 
 from .strict import _Strict
 
@@ -195,9 +201,71 @@ class WarmupSpec(_Strict):
     factor: float = Field(20.0, gt=1.0, le=10_000.0)
 
 
+class StepSpec(_Strict):
+    """One step of a roll-out: how many servers serve the new release once it is done, and its limits.
+
+    Exactly one of ``servers`` and ``percent``; the servers of a step are the earlier steps' and as many
+    more as it names (a step that adds none is skipped and the record says so).
+    """
+
+    servers: int | None = Field(None, ge=1, description="serve the new release on this many servers (at most the fleet) once the step is done")
+    percent: float | None = Field(None, gt=0, le=100, description="serve the new release on this share of the fleet (rounded up, at least one server) once the step is done")
+    bake_s: float | None = Field(None, ge=0, le=86400, description="seconds the step's servers serve before the next step; None: serve.watch.bake_s when the step is watched, else none")
+    deadline_s: float | None = Field(None, gt=0, le=86400, description="seconds the step's servers have to report the new release loaded and warm; None: serve.rollout.deadline_s")
+    max_failures: int = Field(0, ge=0, description="how many of the step's new servers may fail to load it (or stay silent past the deadline) before the step stops; they keep the old release")
+    max_failed_percent: float = Field(0.0, ge=0, le=100, description="the same budget as a share of the step's new servers; the larger of the two applies")
+
+    @model_validator(mode="after")
+    def _one_size(self) -> "StepSpec":
+        if (self.servers is None) == (self.percent is None):
+            raise ValueError("a step names exactly one of servers (a count) and percent (a share of the fleet), "
+                             "for example {servers: 1} or {percent: 50}")
+        return self
+
+    def budget(self, new_servers: int) -> int:
+        """How many of ``new_servers`` may fail in this step."""
+        return max(self.max_failures, math.floor(new_servers * self.max_failed_percent / 100))
+
+
+def _default_steps() -> list[StepSpec]:
+    # one server first (a bad release stops there), then the rest: the shape of the first roll-out
+    return [StepSpec(servers=1), StepSpec(percent=100)]
+
+
+class RolloutSpec(_Strict):
+    """``serve.rollout``: the plan the serving agents follow, step by step (:mod:`model_release.serve.rollout`).
+
+    Defaults, and why: one server, then the whole fleet (a bad release meets one server first);
+    side by side (the old release stays loaded, so a rollback is a re-pin); 10 minutes per step for
+    the step's servers to fetch, load and warm the release; no server may fail (a release that some
+    servers refuse is a release to look at).
+    """
+
+    enabled: bool = Field(True, description="the release DAG rolls the promoted release out to the channel's serving agents; false: promotion only")
+    steps: list[StepSpec] = Field(default_factory=_default_steps, min_length=1, description="the steps, in order; the last must be percent: 100 so that every server is reached")
+    swap: Literal["side_by_side", "in_place"] = Field("side_by_side", description="side_by_side: new and old releases loaded together (rollback re-pins); in_place: each server drains, unloads the old and loads the new (a model over half a server's memory)")
+    drain_s: float = Field(10.0, gt=0, le=600, description="in place: the longest a server waits for its in-flight requests after it stops reporting ready")
+    deadline_s: float = Field(600.0, gt=0, le=86400, description="seconds a step's servers have to report the new release loaded, unless the step sets its own")
+    silent_after_s: float = Field(30.0, gt=0, le=3600, description="an agent whose heartbeat is older than this is not a member of the fleet: named in the record, never waited for")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_bool(cls, value: Any) -> Any:
+        """``rollout: true|false`` (the spec's earlier form) is ``enabled`` with every other default."""
+        return {"enabled": value} if isinstance(value, bool) else value
+
+    @field_validator("steps")
+    @classmethod
+    def _ends_at_the_whole_fleet(cls, steps: list[StepSpec]) -> list[StepSpec]:
+        if steps[-1].percent != 100:
+            raise ValueError("the last step must be {percent: 100}, so that every server of the fleet is reached; "
+                             f"it is {steps[-1].model_dump(exclude_defaults=True)}")
+        return steps
+
+
 class ServeSpec(_Strict):
     """``serve``: the serving fleet's side of a release: the roll-out, its warm-up rule, and the watch."""
 
-    rollout: bool = True
+    rollout: RolloutSpec = Field(default_factory=RolloutSpec, description="how the release reaches the serving fleet: steps, swap, deadlines; `false` turns the roll-out off")
     warmup: WarmupSpec = Field(default_factory=WarmupSpec)
     watch: WatchSpec = Field(default_factory=WatchSpec)

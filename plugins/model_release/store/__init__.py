@@ -22,7 +22,12 @@ the same layout and the same guarantees::
                                               (``workspace_mirror.py``)
     serving/<channel>/versions.json           the Triton version number of each model of each release the
                                               channel's fleet serves (model_release.serve.versions)
-    serving/<channel>/lock.json               the roll-out lock: one roll-out of a channel's fleet at a time
+    serving/<channel>/lock.json               the roll-out lock: one roll-out of a channel's fleet at a time,
+                                              a lease its holder renews (model_release.serve.lock)
+    serving/<channel>/plan.json               the desired state per server the serving agents follow: the
+                                              roll-out's plan, moved step by step (model_release.serve.plan)
+    serving/<channel>/agents/<server>.json    each serving agent's state: release served, loaded versions,
+                                              readiness, last error, heartbeat (model_release.serve.membership)
     rollouts/<channel>/<seq>.json             one record per roll-out: who, run, waves, steps, outcome
     .locks/                                   (local-folder store only) flock files for conditional writes
 

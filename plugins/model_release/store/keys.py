@@ -12,7 +12,9 @@ docstring (:mod:`model_release.store`) describes each, and a unit test checks th
     rejected/<release_id>/...                 a rejected candidate's reports and record
     workspaces/<release_id>/<stage>/...       the release workspaces a distributed run publishes
     serving/<channel>/versions.json           the Triton version numbers the channel's fleet serves
-    serving/<channel>/lock.json               the channel's roll-out lock
+    serving/<channel>/lock.json               the channel's roll-out lock (a lease its holder renews)
+    serving/<channel>/plan.json               the desired state the serving agents follow (the roll-out's plan)
+    serving/<channel>/agents/<server>.json    one serving agent's state: release served, versions, heartbeat
     rollouts/<channel>/<seq>.json             one record per roll-out
     .locks/                                   the local-folder store's lock files
 
@@ -121,3 +123,18 @@ def rollout_lock_key(channel: str) -> str:
 def rollouts_prefix(channel: str) -> str:
     """``rollouts/<channel>/``, the channel's roll-out records."""
     return f"{ROLLOUTS}{check_channel(channel)}/"
+
+
+def serving_plan_key(channel: str) -> str:
+    """``serving/<channel>/plan.json``, the desired state of the channel's serving agents."""
+    return f"{SERVING}{check_channel(channel)}/plan.json"
+
+
+def serving_agents_prefix(channel: str) -> str:
+    """``serving/<channel>/agents/``, one state document per serving agent."""
+    return f"{SERVING}{check_channel(channel)}/agents/"
+
+
+def serving_agent_key(channel: str, server: str) -> str:
+    """``serving/<channel>/agents/<server>.json``, one agent's state (the server name is checked by its caller)."""
+    return f"{serving_agents_prefix(channel)}{server}.json"

@@ -36,13 +36,32 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .. import source_checkout
 from ..errors import ServiceUnavailable, SpecError
 from ..workspace import link_or_copy
 from ..local.ports import free_port as _free_port
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
-DEFAULT_RUNTIME_VENV = REPO_ROOT / ".venv-triton"
-SETUP_HINT = "run `bash infra/local/setup.sh` from the repository root to create it"
+#: the setting that names the local Triton's runtime venv (nvidia-pytriton without deps, numpy<2, onnxruntime)
+RUNTIME_ENV = "MODEL_RELEASE_TRITON_RUNTIME"
+SETUP_HINT = (f"set ${RUNTIME_ENV} to a venv with nvidia-pytriton==0.7.0 (--no-deps), numpy<2 and onnxruntime; "
+              "in a clone, `bash infra/local/setup.sh` (make setup) creates .venv-triton")
+
+
+def runtime_venv() -> Path:
+    """The local Triton's runtime venv: ``$MODEL_RELEASE_TRITON_RUNTIME``, else the ``.venv-triton`` that
+    ``make setup`` creates in the clone an editable install imports this package from.
+
+    Raises:
+        ServiceUnavailable: neither: an installed package has no default (the message names the setting).
+    """
+    env = os.environ.get(RUNTIME_ENV)
+    if env:
+        return Path(env)
+    clone = source_checkout()
+    if clone is None:
+        raise ServiceUnavailable(f"local triton: no runtime venv: ${RUNTIME_ENV} is not set; {SETUP_HINT}", stage="canary")
+    return clone / ".venv-triton"
+
 
 _RUNTIME_PROBE = (
     "import json, sys, sysconfig;"
@@ -147,7 +166,8 @@ class LocalTriton:
     Args:
         model_repository: the folder Triton serves (``--model-repository``), or an object-store
             repository Triton reads itself (``s3://HOST:PORT/BUCKET/PREFIX``; credentials from ``env``).
-        runtime_venv: the venv holding nvidia-pytriton, numpy<2 and onnxruntime.
+        runtime_venv: the venv holding nvidia-pytriton, numpy<2 and onnxruntime; :func:`runtime_venv`
+            (the setting) when None, looked up at :meth:`start`.
         work_dir: where the server's binary, backends and log go; a temporary folder (removed on
             exit) when None.
         ready_timeout: seconds to wait for ``/v2/health/ready`` before giving up.
@@ -171,7 +191,7 @@ class LocalTriton:
         self,
         model_repository: Path | str,
         *,
-        runtime_venv: Path = DEFAULT_RUNTIME_VENV,
+        runtime_venv: Path | None = None,
         work_dir: Path | None = None,
         ready_timeout: float = 60,
         model_control: str = "explicit",
@@ -188,7 +208,8 @@ class LocalTriton:
         self.extra_env = dict(env or {})
         self.server_args = list(server_args)
         self.precompile = precompile
-        self.runtime_venv = Path(runtime_venv)
+        self._runtime_venv = Path(runtime_venv) if runtime_venv is not None else None
+        self.runtime_venv = Path()  # the venv in use, once start() has looked it up
         self._own_work_dir = work_dir is None
         self.work_dir = Path(work_dir) if work_dir is not None else None
         self.ready_timeout = ready_timeout
@@ -257,6 +278,7 @@ class LocalTriton:
             raise ServiceUnavailable(
                 f"local triton: model repository {str(self.model_repository)!r} is not a folder", stage="canary"
             )
+        self.runtime_venv = self._runtime_venv or runtime_venv()
         self.runtime = runtime_facts(self.runtime_venv)
         if self.work_dir is None:
             self.work_dir = Path(tempfile.mkdtemp(prefix="local-triton-"))
@@ -278,6 +300,26 @@ class LocalTriton:
                     if self._log_path is not None:  # else the work folder stays, with the whole server log
                         self._cleanup_work_dir()
                     raise
+
+    def restart(self) -> None:
+        """Start the server again on the ports it had, after it exited or was killed (as a kubelet restarts a
+        container: clients and agents keep their addresses). A server still running is left as it is.
+
+        Raises:
+            ServiceUnavailable: it exits again or is not ready in time (the log's tail in the message).
+        """
+        if self.work_dir is None or not self.http_port:
+            raise ServiceUnavailable("local triton: restart() called before the server was started", stage="canary")
+        if self.process is not None and self.process.poll() is None:
+            return
+        if self.process is not None:
+            from ..local.procs import stop_group
+
+            stop_group(self.process, timeout=self.exit_timeout, leader_only=True, kill_rest=True)  # stubs it left behind
+        for region in Path("/dev/shm").glob(f"{self._shm_prefix}*"):
+            region.unlink(missing_ok=True)
+        self._launch(self.work_dir / "tritonserver", self._environment())
+        self._wait_ready()
 
     def _lay_out(self) -> Path:
         assert self.work_dir is not None

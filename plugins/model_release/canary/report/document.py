@@ -96,6 +96,7 @@ class CanaryReport:
             "parity": {n: {k: f.get(k) for k in ("kind", "max_abs", "agreement", "failing_rows", "passed")}
                        for n, f in (self.parity or {}).items()},
             "timing": {k: timing.get(k) for k in ("p50_ms", "p95_ms", "p99_ms", "throughput_rows_per_s", "requests")},
+            "memory": (self.load or {}).get("memory"),  # the candidate's footprint, for a side-by-side roll-out
             "expectations_passed": (self.expectations or {}).get("passed"),
             "golden_rows": self.golden.get("rows"),
             "quality": {k: (self.quality or {}).get(k) for k in ("task", "candidate", "champion")},

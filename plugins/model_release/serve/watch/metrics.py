@@ -13,8 +13,8 @@ What the watch reads, per ``model`` and ``version`` label (other labels, such as
 
 Counters restart at 0 when a model is unloaded and loaded again, and a version's series vanish
 once it is unloaded: :mod:`.figures` turns two snapshots into deltas that treat both as resets.
-The parser is this module's own (the format is a few lines of grammar, and the pipeline depends on
-no Prometheus client); it reads what Triton writes, including escaped label values.
+The text is read by prometheus_client's own parser (a maintained reader of the format, escaped
+label values included); the serving agents read memory and pending requests with it too.
 """
 
 from __future__ import annotations
@@ -118,57 +118,26 @@ def _label(labels: Labels, key: str) -> str | None:
     return None
 
 
-def _parse_labels(text: str, line: str) -> tuple[Labels, int]:
-    """The label set starting after ``{`` in ``text``; returns it and the index after ``}``."""
-    labels: list[tuple[str, str]] = []
-    i = 0
-    while True:
-        while i < len(text) and text[i] in " ,":
-            i += 1
-        if i < len(text) and text[i] == "}":
-            return tuple(sorted(labels)), i + 1
-        eq = text.find("=", i)
-        if eq < 0 or eq + 1 >= len(text) or text[eq + 1] != '"':
-            raise MetricsFormatError(f'a label that is not name="value" in {line!r}')
-        key, i, value = text[i:eq].strip(), eq + 2, []
-        while i < len(text) and text[i] != '"':
-            if text[i] == "\\" and i + 1 < len(text):
-                value.append({"n": "\n", "\\": "\\", '"': '"'}.get(text[i + 1], "\\" + text[i + 1]))
-                i += 2
-            else:
-                value.append(text[i])
-                i += 1
-        if i >= len(text):
-            raise MetricsFormatError(f"an unterminated label value in {line!r}")
-        labels.append((key, "".join(value)))
-        i += 1
-
-
 def parse_metrics(text: str) -> dict[str, dict[Labels, float]]:
-    """Prometheus text format -> ``{metric name: {sorted label pairs: value}}``.
+    """Prometheus text format -> ``{metric name: {sorted label pairs: value}}``, read by prometheus_client's parser.
 
     Raises:
-        MetricsFormatError: a line that is neither a comment nor a sample (quoted in the message).
+        MetricsFormatError: the text is not Prometheus text (the parser's complaint quoted in the message).
     """
+    from prometheus_client.parser import text_string_to_metric_families
+
     samples: dict[str, dict[Labels, float]] = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        brace, space = line.find("{"), line.find(" ")
-        if brace >= 0 and (space < 0 or brace < space):
-            name = line[:brace]
-            labels, end = _parse_labels(line[brace + 1 :], line)
-            rest = line[brace + 1 + end :].split()
-        else:
-            name, labels, rest = line[:space] if space > 0 else line, (), line[space:].split() if space > 0 else []
-        if not name or not rest:
-            raise MetricsFormatError(f"a sample without a name or a value: {line!r}")
-        try:
-            value = float(rest[0])
-        except ValueError:
-            raise MetricsFormatError(f"a sample whose value {rest[0]!r} is not a number: {line!r}") from None
-        samples.setdefault(name, {})[labels] = value
+    try:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                labels, value = tuple(sorted(sample.labels.items())), float(sample.value)
+                samples.setdefault(sample.name, {})[labels] = value
+                if family.type == "counter" and sample.name == f"{family.name}_total":
+                    # the parser names a counter's samples <name>_total; Triton writes its counters without the
+                    # suffix (nv_inference_request_success): both names read the same samples
+                    samples.setdefault(family.name, {})[labels] = value
+    except (ValueError, TypeError, IndexError) as exc:
+        raise MetricsFormatError(f"not Prometheus text format: {exc}") from None
     return samples
 
 

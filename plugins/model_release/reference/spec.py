@@ -1,32 +1,26 @@
 """The spec reference (``docs/reference/spec.md``), generated from the spec's own models.
 
-Every field of :class:`~.release.ReleaseSpec`, section by section: its dotted path, type, default,
-allowed values (a choice, a range, a length) and the one-line reason its ``Field(description=...)``
-gives. Nothing is written twice: the reference is this module's output, a test fails when a field
-has no description or when the committed file differs from what :func:`render` writes, and a spec
-error names the field's anchor (:func:`anchor`).
-
-    python -m model_release.spec.reference --write docs/reference/spec.md   # after changing the spec
-    python -m model_release.spec.reference --check docs/reference/spec.md   # what the test checks
+Every field of :class:`~model_release.spec.ReleaseSpec`, section by section: its dotted path, type,
+default, allowed values (a choice, a range, a length) and the one-line reason its
+``Field(description=...)`` gives. A test fails when a field has no description or when the committed
+file differs from what :func:`render` writes; a spec error names the field's anchor
+(:func:`model_release.spec.release.reference_link`).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 import types
 import typing
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-#: where the reference lives in the project (its anchors are this file's)
-REFERENCE_PATH = "docs/reference/spec.md"
+from ..spec.release import anchor
+
 #: a path part standing for a key the user chooses (an output's name, a member's name)
 KEY = "<name>"
 
@@ -40,16 +34,6 @@ class Row:
     default: str
     allowed: str
     description: str
-
-
-def anchor(path: str) -> str:
-    """The reference's anchor of a dotted field path (``canary.load.batch_rows`` -> ``canary-load-batch_rows``)."""
-    return path.replace(".", "-").replace("<", "").replace(">", "").lower()
-
-
-def link(path: str) -> str:
-    """Where the reference documents ``path``: ``docs/reference/spec.md#canary-load-batch_rows``."""
-    return f"{REFERENCE_PATH}#{anchor(path)}"
 
 
 def _models_in(annotation: Any) -> list[type[BaseModel]]:
@@ -122,7 +106,7 @@ def rows(model: type[BaseModel], prefix: str = "", section: BaseModel | None = N
     ``section`` is the section's own default, where it is not the model's (the watch's ``error_rate`` is a
     WatchLimit with an absolute ceiling of its own): its values are the defaults shown below it.
     """
-    from .release import RECORDED_ONLY
+    from ..spec.release import RECORDED_ONLY
 
     out: list[Row] = []
     for name, field in model.model_fields.items():
@@ -160,7 +144,7 @@ def undocumented(model: type[BaseModel] | None = None) -> list[str]:
 
 
 def _spec() -> type[BaseModel]:
-    from .release import ReleaseSpec
+    from ..spec import ReleaseSpec
 
     return ReleaseSpec
 
@@ -177,7 +161,7 @@ def render(model: type[BaseModel] | None = None) -> str:
         "# The release spec: every field",
         "",
         "Generated from the spec's models (`plugins/model_release/spec/`) by",
-        "`python -m model_release.spec.reference --write docs/reference/spec.md`; do not edit by hand.",
+        "`python -m model_release.reference --write docs/reference`; do not edit by hand.",
         "A spec is YAML; a field not listed here is refused with its name. `<name>` stands for a key you choose",
         "(an output's name, a member's key). Example: [`releases/iris.yaml`](../../releases/iris.yaml).",
         "",
@@ -192,26 +176,3 @@ def render(model: type[BaseModel] | None = None) -> str:
         lines.append(f"| <a id=\"{anchor(row.path)}\"></a>`{row.path}` | {_cell(row.type)} | `{_cell(row.default)}` | "
                      f"{_cell(row.allowed)} | {_cell(row.description)} |")
     return "\n".join(lines).replace("\n\n\n", "\n\n") + "\n"
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m model_release.spec.reference", description=__doc__.splitlines()[0])
-    mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--write", type=Path, metavar="FILE", help="write the reference to FILE")
-    mode.add_argument("--check", type=Path, metavar="FILE", help="exit 1 when FILE differs from the reference")
-    args = parser.parse_args(argv)
-    text = render()
-    if args.write:
-        args.write.parent.mkdir(parents=True, exist_ok=True)
-        args.write.write_text(text)
-        return 0
-    current = args.check.read_text() if args.check.is_file() else ""
-    if current != text:
-        print(f"{args.check} is not what the spec's models give: run python -m model_release.spec.reference "
-              f"--write {args.check}", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
