@@ -162,9 +162,9 @@ class ShapeRange(_Strict):
     ``repository.max_batch_size``). Fixed dimensions repeat their size. The export stage checks
     parity at ``min`` and ``max`` of every variable dimension too, so the plan's range is proven."""
 
-    min: list[int]
-    opt: list[int]
-    max: list[int]
+    min: list[int] = Field(description="The smallest size of each non-batch dimension the plan takes (export checks parity at it).")
+    opt: list[int] = Field(description="The size of each non-batch dimension TensorRT tunes the plan for.")
+    max: list[int] = Field(description="The largest size of each non-batch dimension the plan takes (export checks parity at it).")
 
     @model_validator(mode="after")
     def _ordered(self) -> "ShapeRange":
@@ -180,8 +180,9 @@ class TensorRTSpec(_Strict):
     precision: Literal["fp32", "fp16", "bf16", "int8"] = "fp16"
     tolerances: Tolerances = Tolerances(default=Tolerance(atol=1e-2, rtol=1e-2))
     workspace_mb: int = Field(2048, ge=64)
-    #: input name -> the profile range of its dynamic non-batch dimensions (see :class:`ShapeRange`)
-    shapes: dict[str, ShapeRange] = {}
+    shapes: dict[str, ShapeRange] = Field({}, description=(
+        "Input name -> the range of its non-batch dimensions in the TensorRT profile; required for every variable axis "
+        "(a plan fixed at one length refuses the others), and the lengths export checks parity at."))
 
 
 class PromoteSpec(_Strict):
