@@ -197,7 +197,7 @@ def run_export(spec: ReleaseSpec, ws: Workspace, intake: IntakeResult) -> Export
         result.composed_reference = compose_reference(spec, intake, result, ws.stage_dir(EXPORT)) or {}
         return result
 
-    log.info("export: %s version %s to ONNX (opset %s)", intake.model_name, intake.version, spec.export.opset)
+    log.info("export: %s version %s to ONNX (export.opset %s)", intake.model_name, intake.version, spec.export.opset)
     return run_stage(ws, EXPORT, stage)
 
 

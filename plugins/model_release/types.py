@@ -117,10 +117,22 @@ class ExportResult(_Serialisable):
     #: a cascade's or fan-out's parity reference for the canary, its members' native models composed as the
     #: pipeline composes them (:mod:`model_release.model.composed`): path, description, rows; {} for other shapes
     composed_reference: dict[str, Any] = field(default_factory=dict)
+    #: the opset the spec asked for (``export.opset``); ``opset`` is the one shipped
+    opset_requested: int | None = None
+    #: parity at other lengths of each variable axis and other batch sizes: one record per length
+    lengths: list[dict[str, Any]] = field(default_factory=list)
+    #: what the repository shape serves of the model (:mod:`model_release.export.heads`): {"output": its name in the
+    #: model, "role": probabilities, logits or embedding, "why": how that was decided}; {} for a shape that serves all
+    head: dict[str, str] = field(default_factory=dict)
 
     def headline(self) -> str:
         how = self.converter.get("parity") or f"checked on {self.golden_rows} golden rows"
-        return f"ONNX opset {self.opset} passed parity ({how}){'; cached ONNX reused' if self.cached else ''}"
+        asked = (f" (export.opset {self.opset_requested} not reached: {self.converter.get('note.opset', 'see export.json')})"
+                 if self.opset_requested not in (None, self.opset) else "")
+        variable = [r for r in self.lengths if r.get("axes") != ["the batch axis"]]
+        if variable:
+            how += "; variable axes also at " + "; ".join(f"{', '.join(r['axes'])} = {r['length']}" for r in variable)
+        return f"ONNX opset {self.opset}{asked} passed parity ({how}){'; cached ONNX reused' if self.cached else ''}"
 
 
 @dataclass

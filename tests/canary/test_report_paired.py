@@ -144,7 +144,9 @@ def test_flips_sit_side_by_side_with_the_bound_and_p_value_the_gates_state() -> 
     n = flips["rows"]
     assert f"{flips['negative']} <span class='muted'>({flips['negative'] / n:.2%})" in first
     assert f"{flips['positive']} <span class='muted'>({flips['positive'] / n:.2%})" in first
-    assert f"at most {flips['negative_share']['upper']:.1%} with 95% confidence; limit 5.0%" in first
+    # the limit is the larger of 5% and the champion's error rate (canary.champion.max_negative_flips_per_error 1.0)
+    assert flips["allowed_share"] == max(0.05, flips["champion_error"])
+    assert f"at most {flips['negative_share']['upper']:.1%} with 95% confidence; limit {flips['allowed_share']:.1%}" in first
     gates = {f["name"]: f for f in quality["paired"]["findings"]}
     assert gates["flips.negative"]["message"].replace("'", "&#x27;") in part
     assert "(p = " in gates["quality.accuracy"]["message"] and gates["quality.accuracy"]["message"] in part

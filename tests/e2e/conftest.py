@@ -44,6 +44,19 @@ def write_spec(stack: EmbeddedStack, path: Path, *, model: str, prefix: str, set
     return path
 
 
+def cli_env(stack: EmbeddedStack, workspace: Path) -> dict[str, str]:
+    """The environment of a ``model-release`` CLI process on this stack (S3 keys and endpoint, its workspace, INFO logs)."""
+    from model_release.local.moto_process import _MOTO_KEY_ID, _MOTO_SECRET
+
+    env = stack.env()
+    env.pop("MODEL_RELEASE_DEBUG_LOGGERS", None)
+    env.update(MODEL_RELEASE_S3_ENDPOINT_URL=stack.endpoint_url, MODEL_RELEASE_WORKSPACE=str(workspace), PYTHONUNBUFFERED="1",
+               MODEL_RELEASE_LOG_LEVEL="INFO", AWS_DEFAULT_REGION="us-east-1", AWS_ACCESS_KEY_ID=_MOTO_KEY_ID,
+               AWS_SECRET_ACCESS_KEY=_MOTO_SECRET)
+    env.pop("NO_COLOR", None)
+    return env
+
+
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedStack]:
     with EmbeddedStack(tmp_path_factory.mktemp("stack")) as s:

@@ -23,9 +23,7 @@ import pytest
 
 from model_release.canary.report.decision import terminal
 from model_release.local.demo import train_iris
-from model_release.local.moto_process import _MOTO_KEY_ID, _MOTO_SECRET
-
-from .conftest import NOT_ABOUT_LATENCY, write_spec
+from .conftest import NOT_ABOUT_LATENCY, cli_env, write_spec
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -41,13 +39,7 @@ def _spec(stack, folder: Path) -> Path:  # noqa: ANN001
 
 
 def _env(stack, ws: Path) -> dict[str, str]:  # noqa: ANN001
-    env = stack.env()
-    env.pop("MODEL_RELEASE_DEBUG_LOGGERS", None)
-    env.update(MODEL_RELEASE_S3_ENDPOINT_URL=stack.endpoint_url, MODEL_RELEASE_WORKSPACE=str(ws), PYTHONUNBUFFERED="1",
-               MODEL_RELEASE_LOG_LEVEL="INFO", AWS_DEFAULT_REGION="us-east-1", AWS_ACCESS_KEY_ID=_MOTO_KEY_ID,
-               AWS_SECRET_ACCESS_KEY=_MOTO_SECRET)
-    env.pop("NO_COLOR", None)
-    return env
+    return cli_env(stack, ws)
 
 
 def _at_terminal(argv: list[str], env: dict[str, str], cwd: Path, timeout: float = 900) -> tuple[int, str]:

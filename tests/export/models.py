@@ -67,9 +67,12 @@ def make_spec(model_name: str, *, alias: str | None = "candidate", version: int 
     """A release spec for ``model_name`` with the given sections (``export={...}``, ``golden={...}``).
 
     Export tests convert small golden sets on purpose (fast, and the point is parity): the spec
-    lowers golden.min_rows to 1 unless the test sets it.
+    lowers golden.min_rows to 1 unless the test sets it. The repository shape is ``single`` unless
+    the test sets one: the export stage refuses a model the shape cannot serve before converting it
+    (a regressor for the classifier shape), and these tests convert every kind of model.
     """
     sections["golden"] = {"min_rows": 1, **sections.get("golden", {})}
+    sections["repository"] = {"shape": "single", **sections.get("repository", {})}
     model: dict[str, Any] = {"name": model_name}
     if version is not None:
         model["version"] = version

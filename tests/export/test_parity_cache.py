@@ -89,19 +89,20 @@ def test_second_release_of_an_unchanged_model_reuses_the_onnx_file_and_the_parit
 
 def test_a_fully_cached_export_imports_neither_onnxruntime_nor_the_models_framework(registry, breast_cancer, ws_root):
     name = breast_cancer[0]
-    spec = make_spec(name, base_dir=ws_root)
+    # the classifier shape: its head (probabilities, decided on the native answers) comes from the cache too
+    spec = make_spec(name, base_dir=ws_root, repository={"shape": "classifier"})
     ws = Workspace("first", root=ws_root)
     intake = run_intake(spec, ws, Services(tracking_uri=registry.uri))  # saves intake.json, which the child reads
     export(spec, intake, ws)
     code = (
         "import json, sys\n"
         "from model_release.export import export\n"
-        "from model_release.spec import parse_spec\n"
+        "from model_release.spec.release import spec_from_record\n"
         "from model_release.types import IntakeResult\n"
         "from model_release.workspace import Workspace\n"
         f"root = {str(ws_root)!r}\n"
         "intake = Workspace('first', root=root).load_result('intake', IntakeResult)\n"
-        "spec = parse_spec(json.load(open(root + '/first/export/spec.json')))\n"
+        "spec = spec_from_record(json.load(open(root + '/first/export/spec.json')), origin='spec.json')\n"
         "result = export(spec, intake, Workspace('again', root=root))\n"
         "print(json.dumps({'cached': result.cached, 'parity': result.converter['parity'],\n"
         "                  'loaded': sorted(m for m in ('onnxruntime', 'sklearn', 'skl2onnx', 'mlflow') if m in sys.modules)}))\n"

@@ -33,7 +33,7 @@ from ..errors import ModelReleaseError
 from ..model.roles import LABEL, PROBABILITIES, VARIABLE
 from ..spec import ReleaseSpec
 from ..types import ExportResult, IntakeResult
-from ..workspace import Workspace
+from ..workspace import Workspace, atomic_write_bytes, link_or_copy
 from .judge.compare import Interface
 from .judge.contract import Contract, contract_of, signature_contract
 
@@ -224,14 +224,14 @@ def rename_repository(source: Path, destination: Path, names: dict[str, str]) ->
     destination.mkdir(parents=True)
     for old, new in names.items():
         target = destination / new
-        shutil.copytree(source / old, target)
+        shutil.copytree(source / old, target, copy_function=link_or_copy)  # what changes below is replaced whole
         config = read_config(target / CONFIG_FILE)
         config.name = new
         for step in config.ensemble_scheduling.step:
             step.model_name = names.get(step.model_name, step.model_name)
         write_config(target / CONFIG_FILE, config)
         for script in target.glob("*/model.py"):
-            script.write_text(rename_literals(script.read_text(encoding="utf-8"), names), encoding="utf-8")
+            atomic_write_bytes(script, rename_literals(script.read_text(encoding="utf-8"), names).encode("utf-8"))
     return destination
 
 

@@ -2,7 +2,10 @@
 
 A converter turns one MLflow flavor's native model into an ONNX ``ModelProto`` whose graph inputs
 carry the intake's Triton input names and whose outputs carry the native model's output names
-(see :mod:`model_release.model.native`), with a dynamic first (batch) dimension. Converters are
+(see :mod:`model_release.model.native`), with a dynamic first (batch) dimension and every other
+axis the intake's input dims give as -1 dynamic. It may return a :class:`Conversion` instead, the
+model with notes on how it was made (the exporter used; why the asked opset was not reached),
+which the export stage records. Converters are
 looked up by flavor in :data:`CONVERTERS`; tests and callers may pass their own mapping (for
 example a wrapper that alters the graph) through ``export(..., converters=...)``.
 """
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -24,6 +28,21 @@ if TYPE_CHECKING:
     from ..model.native import NativeModel
 
 
+@dataclass
+class Conversion:
+    """A converted model and notes on how it was made (``exporter``; ``opset``: why the asked opset was not reached)."""
+
+    model: Any
+    notes: dict[str, str] = field(default_factory=dict)
+
+
+def unpack(converted: Any) -> tuple[Any, dict[str, str]]:
+    """(the ModelProto, the notes) of what a converter returned: a ModelProto or a :class:`Conversion`."""
+    if isinstance(converted, Conversion):
+        return converted.model, dict(converted.notes)
+    return converted, {}
+
+
 class Converter(Protocol):
     """Converts one flavor's native model to ONNX."""
 
@@ -34,13 +53,15 @@ class Converter(Protocol):
         """The versions of the libraries whose change can change the ONNX file (part of the cache key)."""
         ...
 
-    def convert(self, native: NativeModel, intake: IntakeResult, opset: int, sample: Mapping[str, np.ndarray]) -> onnx.ModelProto:
+    def convert(self, native: NativeModel, intake: IntakeResult, opset: int,
+                sample: Mapping[str, np.ndarray]) -> onnx.ModelProto | Conversion:
         """Return the ONNX model, its inputs and outputs named as described in the module docstring.
 
         Args:
             native: the loaded model.
-            intake: its intake result (tensor specs, name map).
-            opset: the ONNX opset the spec asks for (a converter that cannot reach it uses its highest).
+            intake: its intake result (tensor specs with every declared variable axis at -1, name map).
+            opset: the ONNX opset the spec asks for (a converter that cannot reach it returns the one it
+                reaches, saying why in a :class:`Conversion`'s ``opset`` note; the stage decides).
             sample: one golden batch, keyed by input name, for converters that trace the model.
         """
         ...

@@ -14,6 +14,11 @@ An entry is written whole (into a temporary folder renamed into place). Its ``me
 the entry's key, the sha256 of each file, and a sha256 of its own content; an entry whose meta does
 not verify, or a file whose bytes do not match, is never used: :func:`read_meta` and
 :func:`restore` answer None/False and the caller recomputes (and overwrites the entry).
+
+A file goes into an entry, and back into a workspace, as a hard link where the filesystem allows
+(a copy where not): a release's ONNX file and its cache entry are one file on disk. Neither side
+is ever written in place (every writer replaces a file whole), and a restored file is hashed
+before it is used, so a link cannot carry a change from one to the other unseen.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..workspace import atomic_write_json
+from ..workspace import atomic_write_json, link_or_copy, sha256_file
 
 #: part of every key: bump it when an entry's layout or meaning changes
 FORMAT = 2
@@ -121,20 +126,18 @@ def store(root: Path, kind: str, key: str, files: dict[str, Path], meta: dict[st
 
 
 def _copy_hashed(src: Path, dest: Path) -> tuple[str, str] | None:
-    """Copy ``src`` to a temporary file beside ``dest`` in one read; returns (sha256, temporary path)."""
+    """Link (else copy) ``src`` to a temporary path beside ``dest`` and hash it; returns (sha256, temporary path)."""
     if not src.is_file():
         return None
-    h = hashlib.sha256()
     fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
+    os.close(fd)
     try:
-        with open(src, "rb") as fin, os.fdopen(fd, "wb") as fout:
-            while block := fin.read(1 << 20):
-                h.update(block)
-                fout.write(block)
+        os.unlink(tmp)
+        link_or_copy(src, tmp)
+        return sha256_file(tmp), tmp
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return h.hexdigest(), tmp
 
 
 def _canonical(payload: Any) -> bytes:

@@ -1,4 +1,4 @@
-"""Checks every ONNX file passes before parity: the full checker, strict shape inference, a batch axis.
+"""Checks every ONNX file passes before parity: the full checker, strict shape inference, a batch axis, the opset.
 
 Also reads back what Triton needs to know (tensor specs and the opset) and runs the optional
 graph simplification (onnxslim).
@@ -7,12 +7,15 @@ graph simplification (onnxslim).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..model.dtypes import triton_from_onnx
 from ..errors import ExportError
 from ..types import TensorSpec
 from .base import first_line
+
+if TYPE_CHECKING:
+    from ..spec import ReleaseSpec
 
 
 def check_onnx(path: Path, *, what: str = "the ONNX model") -> Any:
@@ -36,6 +39,30 @@ def check_onnx(path: Path, *, what: str = "the ONNX model") -> Any:
     except Exception as exc:  # noqa: BLE001
         raise ExportError(f"{what} failed strict shape inference ({first_line(exc)}); the file is {path}") from exc
     return model
+
+
+def check_opset(spec: ReleaseSpec, shipped: int, notes: dict[str, str], flavor: str) -> None:
+    """Honour ``export.opset`` or refuse: a file above it is refused unless ``export.allow_other_opset``.
+
+    A file below it is shipped (every runtime that loads the asked opset loads the older ones); either
+    difference is recorded in ``notes["opset"]`` (the converter's reason, when it gave one), which the
+    export stage line repeats.
+
+    Raises:
+        ExportError: the file imports a higher opset than asked and the spec does not allow it.
+    """
+    asked = spec.export.opset
+    if shipped == asked:
+        notes.pop("opset", None)
+        return
+    why = notes.get("opset") or f"the {flavor} converter reached opset {shipped}"
+    if shipped > asked and not spec.export.allow_other_opset:
+        raise ExportError(
+            f"export.opset {asked} is not honoured: the {flavor} model exports at opset {shipped} ({why}); a runtime pinned "
+            f"to opset {asked} may not load it, so it is not shipped. Set export.opset: {shipped} in {spec.where} if the "
+            f"serving runtime takes it, or export.allow_other_opset: true to ship opset {shipped} and record it"
+        )
+    notes["opset"] = why
 
 
 def opset_of(model: Any) -> int:

@@ -35,11 +35,13 @@ from .base import package_version
 
 #: the modules whose code decides a parity result (a change of any of them invalidates stored results)
 GATE_MODULES = ("model_release.model.parity", "model_release.model.golden", "model_release.model.dtypes",
-                "model_release.model.native", "model_release.export.stage")
+                "model_release.model.native", "model_release.export.stage", "model_release.export.lengths",
+                "model_release.export.heads")
 
 
 def parity_key(spec: ReleaseSpec, intake: IntakeResult, onnx_sha256: str, outputs: list[TensorSpec],
-               labels: Mapping[str, float], versions: Mapping[str, str]) -> tuple[str, dict[str, Any]] | None:
+               labels: Mapping[str, float], versions: Mapping[str, str],
+               checked: Mapping[str, Any] | None = None) -> tuple[str, dict[str, Any]] | None:
     """The key of one parity check and the parts it was made of; None when the golden set cannot be digested.
 
     Args:
@@ -49,6 +51,7 @@ def parity_key(spec: ReleaseSpec, intake: IntakeResult, onnx_sha256: str, output
         outputs: the ONNX file's outputs.
         labels: label output name → required agreement.
         versions: the converter's library versions (the model's framework among them).
+        checked: what else the check covers (the other lengths of variable axes, the derived reference of a head).
     """
     golden = golden_digest(spec, intake)
     if golden is None:
@@ -63,6 +66,7 @@ def parity_key(spec: ReleaseSpec, intake: IntakeResult, onnx_sha256: str, output
         "tolerances": tolerances,
         "versions": {**versions, **{p: package_version(p) for p in ("onnxruntime", "numpy", "mlflow")}},
         "code": gate_code_digest(),
+        **({"checked": dict(checked)} if checked else {}),
     }
     return cache.digest({"format": cache.FORMAT, "parity": parts}), parts
 

@@ -1,9 +1,10 @@
 """The export stage: native model → checked ONNX file, behind the parity gate.
 
 Steps: load the native model; convert it with its flavor's converter (or reuse the conversion
-cache); run the ONNX checker and strict shape inference; optionally simplify with onnxslim; then
-stream the golden set through the native model and onnxruntime, comparing every output with its
-tolerance (or reuse a stored passing result of exactly this check: same ONNX file, model, golden
+cache); check that the file imports the asked opset and keeps every declared variable axis
+variable (:mod:`.lengths`); run the ONNX checker and strict shape inference; optionally simplify
+with onnxslim; then stream the golden set through the native model and onnxruntime, comparing
+every output with its tolerance, and check it again at other lengths of every variable axis (or reuse a stored passing result of exactly this check: same ONNX file, model, golden
 set, tolerances, runtime versions and gate code, see :mod:`~model_release.export.paritycache`;
 ``converter["parity"]`` and ``parity.json`` say which happened). A fully cached export loads
 neither the native model nor onnxruntime. Everything lands in ``<workspace>/export/``: ``model.onnx``, ``golden.npz`` (the
@@ -35,8 +36,9 @@ from ..stages import EXPORT
 from ..types import ExportResult, IntakeResult, TensorSpec
 from ..workspace import Workspace, atomic_write_bytes, atomic_write_json, sha256_file
 from . import cache, paritycache
-from .base import Converter, converter_for, package_version
-from .checks import check_onnx, opset_imports, opset_of, simplify, tensor_specs
+from . import heads, lengths
+from .base import Converter, converter_for, first_line, package_version, unpack
+from .checks import check_onnx, check_opset, opset_imports, opset_of, simplify, tensor_specs
 from ..model.native import NativeModel, cast_input, load_native
 
 log = logging.getLogger(__name__)
@@ -78,10 +80,15 @@ def export(
     versions = {**converter.versions(), "onnxruntime": package_version("onnxruntime")}
     if spec.export.simplify:
         versions["onnxslim"] = package_version("onnxslim")
-    converted = _convert(spec, intake, ws, out, converter, native, versions)
+    axes = lengths.declared_axes(spec, intake)
+    planned = heads.plan(spec, intake)  # a model the repository shape cannot serve is refused before any conversion
+    converted = _convert(spec, lengths.with_declared_axes(intake, axes), ws, out, converter, native, versions)
+    check_opset(spec, converted.opset, converted.notes, intake.flavor)
+    lengths.check_kept(converted.inputs, axes, where=_declared_where(spec, axes))
     check_tolerance_names(spec, converted.outputs)
-    proven = _prove(spec, intake, ws, out, converted, native, versions)
-    _remember(spec, ws, out, converted, proven, versions)
+    head = _head(spec, intake, converted, native, planned)
+    proven = _prove(spec, intake, ws, out, converted, native, versions, axes, head)
+    _remember(spec, ws, out, converted, proven, versions, head)
     truth = str(out / "truth.npz") if spec.golden.target and write_truth(spec, intake, out / "truth.npz") else ""
     result = ExportResult(
         onnx_path=str(converted.onnx_path), onnx_sha256=proven.onnx_sha, opset=converted.opset,
@@ -91,7 +98,8 @@ def export(
         converter={**versions, "flavor": intake.flavor, "cache_key": converted.key, "parity": proven.note,
                    **({"parity_key": proven.check[0]} if proven.check else {}),
                    **{f"note.{k}": v for k, v in converted.notes.items()}},
-        cached=converted.hit, reproduce=_write_reproduce(out, ws),
+        cached=converted.hit, reproduce=_write_reproduce(out, ws), opset_requested=spec.export.opset,
+        lengths=proven.lengths, head=head,
     )
     log.info("export: %s in %.2fs (cached=%s)", proven.report.summary(REFERENCE_NAME.format(intake.flavor)),
              time.perf_counter() - started, result.cached)
@@ -140,6 +148,8 @@ class _Converted:
     hit: bool
     #: the files to check: "onnx" (ships) and, with export.simplify, "simplified"
     candidates: dict[str, Path]
+    #: the head decided on this conversion before (:func:`.heads.decide`), from the cache
+    head: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -153,6 +163,8 @@ class _Proven:
     reused: bool
     #: (key, parts) of the parity check of the shipped file; None without the cache
     check: tuple[str, dict[str, Any]] | None
+    #: parity at other lengths of every variable axis (:func:`.lengths.check_lengths`)
+    lengths: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _convert(spec: ReleaseSpec, intake: IntakeResult, ws: Workspace, out: Path, converter: Converter,
@@ -169,9 +181,9 @@ def _convert(spec: ReleaseSpec, intake: IntakeResult, ws: Workspace, out: Path, 
         log.info("export: reusing cached ONNX %s", key)
         return _Converted(key, onnx_path, onnx_sha, [TensorSpec.from_dict(d) for d in meta["inputs"]],
                           [TensorSpec.from_dict(d) for d in meta["outputs"]], int(meta["opset"]),
-                          dict(meta.get("notes", {})), True, {"onnx": onnx_path})
+                          dict(meta.get("notes", {})), True, {"onnx": onnx_path}, dict(meta.get("head") or {}))
     sample = next(iter(iter_golden(spec, intake)))
-    model = converter.convert(native.get(), intake, spec.export.opset, sample)
+    model, notes = unpack(converter.convert(native.get(), intake, spec.export.opset, sample))
     _save(model, onnx_path)
     model = check_onnx(onnx_path)
     inputs, outputs = tensor_specs(model, require_batch=require_batch)
@@ -183,37 +195,59 @@ def _convert(spec: ReleaseSpec, intake: IntakeResult, ws: Workspace, out: Path, 
         check_onnx(slim_path, what="the simplified ONNX model")
         candidates["simplified"] = slim_path
     return _Converted(key, onnx_path, sha256_file(onnx_path), inputs, outputs, opset_of(model),
-                      {"opset_imports": opset_imports(model)}, False, candidates)
+                      {"opset_imports": opset_imports(model), **notes}, False, candidates)
+
+
+def _head(spec: ReleaseSpec, intake: IntakeResult, conv: _Converted, native: _LazyNative, planned: str | None) -> dict[str, Any]:
+    """The output the repository shape serves and what it holds (:func:`.heads.head_of`); the native model runs only
+    when a classifier's scores must be told apart and this conversion's cache entry has not told them already."""
+    def answers(output: str) -> np.ndarray:
+        return native.get()(next(iter(iter_golden(spec, intake))))[output]
+
+    return heads.head_of(spec, conv.outputs, planned, conv.head, answers)
+
+
+def _declared_where(spec: ReleaseSpec, axes: Mapping[str, list[int]]) -> str:
+    named = [n for n in axes if n in spec.export.dynamic_axes]
+    return "the MLflow signature's -1" + (f" and export.dynamic_axes in {spec.where}" if named else "")
 
 
 def _prove(spec: ReleaseSpec, intake: IntakeResult, ws: Workspace, out: Path, conv: _Converted,
-           native: _LazyNative, versions: dict[str, str]) -> _Proven:
+           native: _LazyNative, versions: dict[str, str], axes: Mapping[str, list[int]], head: dict[str, Any]) -> _Proven:
     """The parity gate: reuse a stored result of exactly this check, or run it; write parity.json; raise on failure."""
     reference_name = REFERENCE_NAME.format(intake.flavor)
     labels = {o.name: spec.export.min_label_agreement for o in conv.outputs if is_label_datatype(o.datatype)}
     check = None
     reused = None
     if spec.export.cache and len(conv.candidates) == 1:  # one file to check: a stored result of it may stand
-        check = paritycache.parity_key(spec, intake, conv.onnx_sha, conv.outputs, labels, versions)
+        check = paritycache.parity_key(spec, intake, conv.onnx_sha, conv.outputs, labels, versions, _checked(spec, axes, head))
         reused = _reuse_parity(ws.root, check, conv.outputs, out) if check else None
     if reused is not None:
-        report, rows, origin = reused
-        proven = _Proven(report, rows, conv.onnx_sha, f"reused from cache {check[0]} (checked in release {origin})", True, check)
+        report, rows, origin, checked = reused
+        proven = _Proven(report, rows, conv.onnx_sha, f"reused from cache {check[0]} (checked in release {origin})", True,
+                         check, checked)
         log.info("export: parity %s", proven.note)
     else:
-        run = _run_parity(spec, intake, native.get(), conv.candidates, conv.inputs, conv.outputs, labels, out)
+        run = _run_parity(spec, intake, native.get(), conv.candidates, conv.inputs, conv.outputs, labels, out, head)
         report, onnx_sha = _choose_simplified(run, conv, reference_name)
         if "simplified" in run.reports and spec.export.cache:  # the shipped file is decided only now
-            check = paritycache.parity_key(spec, intake, onnx_sha, conv.outputs, labels, versions)
-        proven = _Proven(report, run.rows, onnx_sha, f"checked on {run.rows} golden rows", False, check)
+            check = paritycache.parity_key(spec, intake, onnx_sha, conv.outputs, labels, versions, _checked(spec, axes, head))
+        checked = _other_lengths(spec, intake, native.get(), conv, labels, axes) if report.passed else []
+        proven = _Proven(report, run.rows, onnx_sha, f"checked on {run.rows} golden rows", False, check, checked)
     atomic_write_json(out / "parity.json", {
         "passed": proven.report.passed, "reference": reference_name, "rows": proven.rows,
         "golden": golden_origin(spec), "outputs": proven.report.to_dict(), "notes": conv.notes,
-        "reused": proven.note if proven.reused else None,
+        "reused": proven.note if proven.reused else None, "lengths": proven.lengths,
     })
     if not proven.report.passed:
         raise ParityError(_parity_message(spec, proven.report, reference_name, ws))
     return proven
+
+
+def _checked(spec: ReleaseSpec, axes: Mapping[str, list[int]], head: dict[str, Any]) -> dict[str, Any]:
+    """What parity checks besides the golden rows (part of its cache key): the other lengths, the derived reference."""
+    return {"axes": dict(axes), "batch": spec.repository.max_batch_size > 0, "head": head,
+            "shapes": {k: v.model_dump() for k, v in spec.tensorrt.shapes.items()}}
 
 
 def _choose_simplified(run: _ParityRun, conv: _Converted, reference_name: str) -> tuple[ParityReport, str]:
@@ -234,16 +268,18 @@ def _choose_simplified(run: _ParityRun, conv: _Converted, reference_name: str) -
     return report, sha256_file(conv.onnx_path)
 
 
-def _remember(spec: ReleaseSpec, ws: Workspace, out: Path, conv: _Converted, proven: _Proven, versions: dict[str, str]) -> None:
+def _remember(spec: ReleaseSpec, ws: Workspace, out: Path, conv: _Converted, proven: _Proven, versions: dict[str, str],
+              head: dict[str, Any]) -> None:
     """Store what this export computed (a new conversion, a new parity result) in the caches."""
     if not conv.hit and spec.export.cache:
         cache.store(ws.root, cache.CONVERSION, conv.key, {"model.onnx": conv.onnx_path}, {
-            "opset": conv.opset, "notes": conv.notes, "versions": versions,
+            "opset": conv.opset, "notes": conv.notes, "versions": versions, "head": head,
             "inputs": [s.to_dict() for s in conv.inputs], "outputs": [s.to_dict() for s in conv.outputs],
         })
     if not proven.reused and proven.check is not None:
         cache.store(ws.root, cache.PARITY, proven.check[0], {"golden.npz": out / "golden.npz", "reference.npz": out / "reference.npz"},
-                    {"report": proven.report.to_dict(), "rows": proven.rows, "parts": proven.check[1], "computed_in": ws.release_id})
+                    {"report": proven.report.to_dict(), "rows": proven.rows, "parts": proven.check[1], "computed_in": ws.release_id,
+                     "lengths": proven.lengths})
 
 
 class _LazyNative:
@@ -269,7 +305,7 @@ def _restore_conversion(root: Path, key: str, onnx_path: Path) -> tuple[dict[str
 
 
 def _reuse_parity(root: Path, check: tuple[str, dict[str, Any]], outputs: list[TensorSpec],
-                  out: Path) -> tuple[ParityReport, int, str] | None:
+                  out: Path) -> tuple[ParityReport, int, str, list[dict[str, Any]]] | None:
     """A stored passing parity result for exactly this check, its files restored into ``out``; None to check again."""
     key, parts = check
     meta = cache.read_meta(root, cache.PARITY, key)
@@ -280,7 +316,7 @@ def _reuse_parity(root: Path, check: tuple[str, dict[str, Any]], outputs: list[T
         if not cache.restore(root, cache.PARITY, key, meta, name, out / name):
             log.warning("export: the cached parity entry %s has a missing or damaged %s; checking parity again", key, name)
             return None
-    return report, int(meta["rows"]), str(meta.get("computed_in", "?"))
+    return report, int(meta["rows"]), str(meta.get("computed_in", "?")), list(meta.get("lengths", []))
 
 
 def _save(model: Any, path: Path) -> None:
@@ -306,6 +342,23 @@ def _check_names(inputs: list[TensorSpec], outputs: list[TensorSpec], intake: In
         )
 
 
+def _other_lengths(spec: ReleaseSpec, intake: IntakeResult, native: NativeModel, conv: _Converted,
+                   labels: Mapping[str, float], axes: Mapping[str, list[int]]) -> list[dict[str, Any]]:
+    """Parity of the shipped file at other lengths of every variable axis and at other batch sizes (:mod:`.lengths`)."""
+    sample = next(iter(iter_golden(spec, intake)))
+    session = _session(conv.onnx_path)
+    return lengths.check_lengths(spec, intake, native, session, conv.inputs, [o.name for o in conv.outputs], labels,
+                                 sample, axes)
+
+
+def _session(path: Path) -> Any:
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+
+
 @dataclass
 class _ParityRun:
     rows: int = 0
@@ -313,13 +366,10 @@ class _ParityRun:
 
 
 def _run_parity(spec: ReleaseSpec, intake: IntakeResult, native: NativeModel, candidates: Mapping[str, Path],
-                inputs: list[TensorSpec], outputs: list[TensorSpec], labels: Mapping[str, float], out: Path) -> _ParityRun:
+                inputs: list[TensorSpec], outputs: list[TensorSpec], labels: Mapping[str, float], out: Path,
+                head: Mapping[str, str]) -> _ParityRun:
     """Stream the golden set through the native model and every candidate ONNX file."""
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.log_severity_level = 3
-    sessions = {k: ort.InferenceSession(str(p), opts, providers=["CPUExecutionProvider"]) for k, p in candidates.items()}
+    sessions = {k: _session(p) for k, p in candidates.items()}
     accs = {k: ParityAccumulator(spec.export.tolerances, labels) for k in candidates}
     names = [o.name for o in outputs]
     by_name = {s.name: s for s in intake.inputs}
@@ -334,7 +384,7 @@ def _run_parity(spec: ReleaseSpec, intake: IntakeResult, native: NativeModel, ca
                 ref_all = native(native_in)
                 ref = {n: np.asarray(ref_all[n]) for n in names}
                 for key, sess in sessions.items():
-                    cand = dict(zip(names, sess.run(names, feeds)))
+                    cand = _run_onnx(sess, names, feeds, candidates[key], run.rows)
                     mask = accs[key].update(ref, cand)
                     if key == "onnx" and mask.any() and kept < MAX_FAILING_ROWS:
                         rows = np.flatnonzero(mask)[: MAX_FAILING_ROWS - kept]
@@ -342,7 +392,7 @@ def _run_parity(spec: ReleaseSpec, intake: IntakeResult, native: NativeModel, ca
                                         **_take(ref, rows, "native."), **_take(cand, rows, "onnx.")})
                         kept += len(rows)
                 golden.append(feeds)
-                reference.append(ref)
+                reference.append({**ref, **heads.derived_reference(head, ref_all, intake.classes)})
                 run.rows += len(next(iter(feeds.values())))
         except BaseException:
             failing.discard()
@@ -353,6 +403,16 @@ def _run_parity(spec: ReleaseSpec, intake: IntakeResult, native: NativeModel, ca
         failing.discard()
     run.reports = {k: a.result() for k, a in accs.items()}
     return run
+
+
+def _run_onnx(session: Any, names: list[str], feeds: Mapping[str, np.ndarray], path: Path, first_row: int) -> dict[str, np.ndarray]:
+    """One golden batch through onnxruntime; its failure is an ExportError naming the rows and the file."""
+    try:
+        return dict(zip(names, session.run(names, feeds)))
+    except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own kinds
+        rows = len(next(iter(feeds.values())))
+        raise ExportError(f"onnxruntime could not run {path} on golden rows {first_row}..{first_row + rows - 1} "
+                          f"({first_line(exc)}); the converted graph does not take these inputs") from None
 
 
 def _np(spec: TensorSpec) -> np.dtype:

@@ -147,6 +147,18 @@ class OnnxNative(NativeModel):
         return {self.output_map[n]: v for n, v in zip(names, self.session.run(names, feeds))}
 
 
+def _missing_module(exc: BaseException) -> str | None:
+    """The module a failed unpickling needed and could not import (searched along the exception's chain), or None."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, ModuleNotFoundError) and current.name:
+            return current.name
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def load_native(intake: IntakeResult) -> NativeModel:
     """Load ``intake.model_dir`` with its flavor's MLflow loader and wrap it as a :class:`NativeModel`.
 
@@ -196,6 +208,14 @@ def _load_native(intake: IntakeResult) -> NativeModel:
     except ExportError:
         raise
     except Exception as exc:  # noqa: BLE001 - a loader can fail in many ways; name it at the boundary
+        missing = _missing_module(exc)
+        if missing is not None:
+            raise ExportError(
+                f'the {intake.flavor} model "{intake.model_name}" version {intake.version} was saved (pickled) with code from '
+                f"module {missing!r}, which is not installed where the pipeline runs; install the package that provides "
+                f"{missing!r} in the pipeline's environment, or log the model again with code_paths=[...] naming that module's "
+                "files (MLflow ships them with the model and puts them on the path when it loads)"
+            ) from exc
         raise ExportError(
             f'the {intake.flavor} model "{intake.model_name}" version {intake.version} could not be loaded natively '
             f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); check that the installed "

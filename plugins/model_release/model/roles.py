@@ -1,7 +1,8 @@
 """Output roles, and the one rule for what counts as a label output.
 
 A role says what an output *is*, whatever it is called: the class scores of a classifier, its
-predicted label, a regressor's prediction, which member of a cascade answered. The native
+predicted label, a regressor's prediction, an embedding model's vectors, which member of a cascade
+answered. The native
 adapters (:mod:`model_release.model.native`) and the converters name their outputs after roles; the
 assembler records in its result which served output plays which role
 (``AssembleResult.roles``), and every later stage reads that instead of guessing from names.
@@ -23,6 +24,10 @@ LABEL = "label"
 VARIABLE = "variable"
 #: the cascade member that answered each row (BYTES [N, 1])
 ANSWERED_BY = "answered_by"
+#: an embedding model's vector per row ([N, d]), judged as a vector against the champion's
+EMBEDDING = "embedding"
+#: a classifier's raw class scores before its softmax ([N, classes]); served through the postprocess as probabilities
+LOGITS = "logits"
 
 #: Triton data types whose values name classes rather than measure something
 LABEL_DATATYPES = frozenset({"BOOL", "BYTES", "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32", "UINT64"})

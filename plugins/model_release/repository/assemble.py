@@ -4,7 +4,10 @@ Shapes (``repository.shape`` in the spec) and the models each writes, ``N`` bein
 
 - ``single``: ``N``, the ONNX model (or TensorRT plan) itself, outputs unchanged;
 - ``classifier``: the ensemble ``N`` = [``N_preprocess`` (python, optional)] -> ``N_model`` ->
-  ``N_postprocess`` (python: top-k label names); outputs ``probabilities`` and ``label``;
+  ``N_postprocess`` (python: top-k label names, and the softmax of a model that answers raw scores,
+  :mod:`model_release.export.heads`); outputs ``probabilities`` and ``label``;
+- ``embedding``: ``N``, the ONNX model (or TensorRT plan) itself; its vector output plays the
+  ``embedding`` role (judged as vectors against the champion);
 - ``cascade``: the BLS router ``N`` over ``N_small`` and ``N_large`` (see ``CascadeSpec`` in :mod:`..spec`);
   outputs the cascade output and ``answered_by``;
 - ``fanout``: the BLS stage ``N`` over ``N_<member>`` for every member; outputs the combined output.
@@ -17,7 +20,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,11 +28,11 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from ..model.dtypes import numpy_from_triton
 from ..errors import AssembleError, LintError
-from ..model.roles import ANSWERED_BY, LABEL, PROBABILITIES, VARIABLE
+from ..model.roles import ANSWERED_BY, EMBEDDING, LABEL, LOGITS, PROBABILITIES, VARIABLE
 from ..spec import RELEASE, CascadeSpec, FanoutSpec, ReleaseSpec
 from ..stages import REPOSITORY
 from ..types import AssembleResult, ExportResult, IntakeResult, TensorRTResult, TensorSpec
-from ..workspace import Workspace
+from ..workspace import Workspace, link_or_copy
 from . import config as cfg
 from .lint import LintReport, lint_repository
 from .lint.callgraph import call_depths
@@ -142,8 +144,12 @@ def _models_of_shape(
     if shape == "single":
         return [_leaf_model(spec.name, release_leaf, spec)], _single_roles(release_leaf.outputs), None
     if shape == "classifier":
-        models, labels = _classifier(spec, intake, release_leaf)
+        models, labels = _classifier(spec, intake, release_leaf, _head(export))
         return models, {PROBABILITIES: PROBABILITIES, LABEL: LABEL}, labels
+    if shape == "embedding":
+        vector = _head(export).get("output") or EMBEDDING
+        _probabilities(release_leaf, f"model {intake.model_name!r}", shape, vector)  # one floating vector per row
+        return [_leaf_model(spec.name, release_leaf, spec)], {EMBEDDING: vector}, None
     if shape == "cascade":
         block = _block(spec.repository.cascade, shape)
         models = _cascade(spec, release_leaf, block, export)
@@ -153,7 +159,7 @@ def _models_of_shape(
         models = _fanout(spec, release_leaf, block, export)
         return models, {PROBABILITIES: block.output}, _pipeline_labels(spec, intake, models[-1])
     raise AssembleError(  # pragma: no cover - the spec's Literal refuses it first
-        f"repository.shape {shape!r} is unknown; valid: classifier, cascade, fanout, single")
+        f"repository.shape {shape!r} is unknown; valid: classifier, embedding, cascade, fanout, single")
 
 
 def _lint_written(models_dir: Path) -> LintReport:
@@ -166,6 +172,11 @@ def _lint_written(models_dir: Path) -> LintReport:
             "spec as each finding says, then assemble again:\n" + "\n".join(f"  {finding}" for finding in report.errors),
         )
     return report
+
+
+def _head(export: ExportResult | None) -> dict[str, str]:
+    """What the export decided the shape serves (:mod:`model_release.export.heads`): the output and its role."""
+    return dict(export.head) if export is not None and export.head else {}
 
 
 def _single_roles(outputs: list[TensorSpec]) -> dict[str, str]:
@@ -287,14 +298,16 @@ def _probabilities(leaf: _Leaf, what: str, shape: str, output: str = PROBABILITI
     )
 
 
-def _classifier(spec: ReleaseSpec, intake: IntakeResult, leaf: _Leaf) -> tuple[list[ModelDir], list[str]]:
+def _classifier(spec: ReleaseSpec, intake: IntakeResult, leaf: _Leaf, head: dict[str, str]) -> tuple[list[ModelDir], list[str]]:
     repo, name = spec.repository, spec.name
-    probs = _probabilities(leaf, f"model {intake.model_name!r}", "classifier")
+    probs = _probabilities(leaf, f"model {intake.model_name!r}", "classifier", head.get("output", PROBABILITIES))
     labels = _labels(spec, intake, probs)
     classes = len(labels)
     if repo.top_k > classes:
         raise AssembleError(f"repository.top_k {repo.top_k} exceeds the {classes} classes; use 1..{classes}")
-    clash = {t.name for t in leaf.inputs} & {PROBABILITIES, LABEL}
+    logits = head.get("role") == LOGITS
+    scores = LOGITS if logits else PROBABILITIES  # the tensor from the model to the postprocess
+    clash = {t.name for t in leaf.inputs} & {PROBABILITIES, LABEL, scores}
     if clash:
         raise AssembleError(f"model inputs {sorted(clash)} clash with the classifier's output names; rename them in the model")
     model, post, pre = f"{name}_model", f"{name}_postprocess", f"{name}_preprocess"
@@ -311,11 +324,13 @@ def _classifier(spec: ReleaseSpec, intake: IntakeResult, leaf: _Leaf) -> tuple[l
         models.append(_python_model(pre, spec, leaf.inputs, leaf.inputs, source))
         feed = {t.name: f"preprocessed_{t.name}" for t in leaf.inputs}
         steps.append((pre, {t.name: t.name for t in leaf.inputs}, feed))
-    steps.append((model, feed, {PROBABILITIES: PROBABILITIES}))
-    steps.append((post, {PROBABILITIES: PROBABILITIES}, {LABEL: LABEL}))
-    source = render("classifier/postprocess.py.j2", ensemble=name, probabilities=PROBABILITIES, label=LABEL, top_k=repo.top_k)
+    steps.append((model, feed, {probs.name: scores}))
+    steps.append((post, {scores: scores}, {LABEL: LABEL, **({PROBABILITIES: PROBABILITIES} if logits else {})}))
+    source = render("classifier/postprocess.py.j2", ensemble=name, scores=scores, probabilities=PROBABILITIES, label=LABEL,
+                    top_k=repo.top_k, logits=logits)
     data = {"labels.json": (json.dumps({"labels": labels}, indent=2, ensure_ascii=False) + "\n").encode("utf-8")}
-    models.append(_python_model(post, spec, [probs_c], [label], source, data=data))
+    post_inputs = [TensorSpec(scores, probs.datatype, (classes,))]
+    models.append(_python_model(post, spec, post_inputs, [probs_c, label] if logits else [label], source, data=data))
     models.append(_ensemble(name, spec, list(leaf.inputs), [probs_c, label], steps))
     return models, labels
 
@@ -461,7 +476,7 @@ def _write_model(models_dir: Path, model: ModelDir, version: int) -> None:
         target = _inside(version_dir, filename)
         if target.parent != version_dir:
             raise AssembleError(f"refusing to write {filename!r}: files go directly into {version_dir}")
-        if isinstance(content, Path):
-            shutil.copyfile(content, target)
+        if isinstance(content, Path):  # a model file: linked, not copied (it is never written in place)
+            link_or_copy(content, target)
         else:
             target.write_bytes(content)

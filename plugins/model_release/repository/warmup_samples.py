@@ -28,10 +28,17 @@ def is_warmable_leaf(config: Any) -> bool:
 
 
 def _golden(path: str | None) -> dict[str, np.ndarray]:
+    """The first golden row of every array (read alone: the golden set of images or token ids stays on disk)."""
+    from ..model.golden import iter_npz
+
     if not path or not Path(path).is_file():
         return {}
-    with np.load(path, allow_pickle=False) as data:
-        return {name: np.asarray(data[name][:1]) for name in data.files}
+    return next(iter(iter_npz(path, 1, limit=1)), {})
+
+
+def _fits(dims: Any, row: np.ndarray) -> bool:
+    """Whether a golden row fits an input's dims (-1 takes any size)."""
+    return len(dims) == row.ndim - 1 and all(d in (-1, g) for d, g in zip(dims, row.shape[1:]))
 
 
 def add_warmup(config: Any, model_dir: Path, golden_path: str | None) -> None:
@@ -42,22 +49,24 @@ def add_warmup(config: Any, model_dir: Path, golden_path: str | None) -> None:
     golden = _golden(golden_path)
     sizes = sorted({1, config.max_batch_size}) if config.max_batch_size > 0 else [0]
     files: dict[str, str] = {}
+    shapes: dict[str, list[int]] = {}  # a golden row's own dims, for an input with variable ones
     for t in config.input:
         row = golden.get(t.name)
         datatype = wire_name(t.data_type)
-        if row is None or datatype == "BYTES" or int(np.prod([d for d in t.dims if d > 0] or [1])) != row[0].size:
+        if row is None or datatype == "BYTES" or not _fits(t.dims, row):
             continue  # zeros below
         data = np.ascontiguousarray(row[0].astype(numpy_from_triton(datatype))).tobytes()
         name = f"{t.name}-{hashlib.sha256(data).hexdigest()[:12]}"
         (model_dir / WARMUP_FOLDER).mkdir(parents=True, exist_ok=True)
         (model_dir / WARMUP_FOLDER / name).write_bytes(data)
         files[t.name] = name
+        shapes[t.name] = list(row.shape[1:])
     for size in sizes:
         sample = config.model_warmup.add(name=f"golden_batch_{size}", batch_size=size, count=1)
         for t in config.input:
             spec = sample.inputs[t.name]
             spec.data_type = t.data_type
-            spec.dims.extend([d if d > 0 else 1 for d in t.dims])
+            spec.dims.extend(shapes.get(t.name) or [d if d > 0 else 1 for d in t.dims])
             if t.name in files:
                 spec.input_data_file = files[t.name]
             else:

@@ -16,7 +16,7 @@ typo fails in a second with the field, the bad value and what is valid::
         default: {atol: 1.0e-5, rtol: 1.0e-4}
         probabilities: {atol: 1.0e-5, rtol: 1.0e-4}
     repository:
-      shape: classifier              # classifier | cascade | fanout | single
+      shape: classifier              # classifier | embedding | cascade | fanout | single
       max_batch_size: 64
       labels: [setosa, versicolor, virginica]
       # shape: cascade needs a cascade block, shape: fanout a fanout block; a member is

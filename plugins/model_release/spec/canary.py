@@ -8,7 +8,9 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from ..safe_text import echo
-from .paired import DEFAULT_CONFIDENCE, DEFAULT_MAX_NEGATIVE_FLIPS, CalibrationGates, ClassGates
+from .paired import (DEFAULT_CONFIDENCE, DEFAULT_MAX_NEGATIVE_FLIPS, DEFAULT_MAX_NEGATIVE_FLIPS_PER_ERROR,
+                     DEFAULT_MAX_NORM_CHANGE, DEFAULT_MIN_COSINE,
+                     DEFAULT_MIN_NEIGHBOUR_AGREEMENT, DEFAULT_MIN_RETRIEVAL, CalibrationGates, ClassGates)
 from .strict import Tolerances, _Strict
 
 class MetricGate(_Strict):
@@ -70,7 +72,8 @@ class ChampionGates(_Strict):
     """``canary.champion``: how alike the candidate and the production champion must answer.
 
     ``max_negative_flips``: with ground truth, the share of golden rows the champion got right that
-    the candidate may get wrong (default 0.05; null: off). While that gate judges, agreement and PSI
+    the candidate may get wrong (default 0.05; null: off), or ``max_negative_flips_per_error`` times
+    the champion's error rate on those rows where that is more (default 1.0; null: the 5% alone). While that gate judges, agreement and PSI
     are reported, not gated: a better model may disagree with the champion where it is right.
     Without ground truth (or with the flips gate off): ``min_agreement``, the share of rows whose
     top-1 label equals the champion's (default 0.9); ``max_psi``, the population stability index
@@ -83,6 +86,39 @@ class ChampionGates(_Strict):
     max_psi: float = Field(0.25, ge=0)
     max_ks: float = Field(0.2, ge=0, le=1)
     max_negative_flips: float | None = Field(DEFAULT_MAX_NEGATIVE_FLIPS, ge=0, le=1)
+    max_negative_flips_per_error: float | None = Field(DEFAULT_MAX_NEGATIVE_FLIPS_PER_ERROR, ge=0, description=(
+        "The negative flips allowed as a multiple of the champion's error rate on the golden rows, where that is above "
+        "max_negative_flips (null: max_negative_flips alone): a retrain from a new seed churns on the rows hard for both "
+        "models, and a weaker champion has more of them."))
+
+
+class EmbeddingGates(_Strict):
+    """``canary.embedding``: an embedding model's vectors against the champion's, row by row on the golden rows.
+
+    The index a team built from the champion's vectors keeps answering only if the candidate's
+    vectors live in the same space: ``min_cosine`` (the mean cosine of each row's two vectors),
+    ``min_retrieval`` (the share of rows whose candidate vector finds its own row's champion vector
+    among the 10 nearest of all the champion's) and ``max_norm_change`` gate that. ``reindex: true`` says the
+    index will be rebuilt from the candidate: those three are then reported, not gated, and only the
+    shape of the space is (``min_neighbour_agreement``: the rows whose nearest golden neighbour is
+    the same row under both models, which a rotation keeps and a collapse loses).
+    """
+
+    reindex: bool = Field(False, description=(
+        "true acknowledges a re-index: the candidate's vectors may leave the champion's space (a retrain from a new "
+        "seed), so cosine, retrieval and norm change are reported, not gated; neighbour agreement still is."))
+    min_cosine: float | None = Field(DEFAULT_MIN_COSINE, ge=-1, le=1, description=(
+        "The lowest mean cosine similarity between each golden row's candidate and champion vectors (null: off); "
+        "below it the champion's index no longer matches the candidate's queries."))
+    min_retrieval: float | None = Field(DEFAULT_MIN_RETRIEVAL, ge=0, le=1, description=(
+        "The lowest share of golden rows whose own champion vector is among the 10 nearest champion vectors to their "
+        "candidate vector (null: off): a query against the old index still finds its row."))
+    max_norm_change: float | None = Field(DEFAULT_MAX_NORM_CHANGE, ge=0, description=(
+        "The largest relative change of the median vector norm against the champion's (null: off): dot-product "
+        "scores and thresholds tuned on the champion shift with it."))
+    min_neighbour_agreement: float | None = Field(DEFAULT_MIN_NEIGHBOUR_AGREEMENT, ge=0, le=1, description=(
+        "The lowest share of golden rows whose nearest other golden row is the same under both models (null: off); "
+        "gated with or without a re-index: a collapsed or scrambled space loses its neighbours."))
 
 
 #: ``canary.load.batch_rows`` when the spec gives none and ``repository.max_batch_size`` is not smaller
@@ -245,7 +281,8 @@ class CanarySpec(_Strict):
     that would decide it). Off by default: without it a gate blocks on evidence of harm and passes
     otherwise, and the report says when the golden set is too small to show the allowed drop.
     ``classes``: per-class gates (:class:`~.paired.ClassGates`); ``calibration``: calibration gates
-    (:class:`~.paired.CalibrationGates`, off by default). ``inconclusive``: what a run does when the
+    (:class:`~.paired.CalibrationGates`, off by default); ``embedding``: an embedding model's vectors
+    against the champion's (:class:`EmbeddingGates`). ``inconclusive``: what a run does when the
     canary cannot decide (:class:`InconclusiveSpec`).
     """
 
@@ -265,6 +302,9 @@ class CanarySpec(_Strict):
     prove: bool = False
     classes: ClassGates = ClassGates()
     calibration: CalibrationGates = CalibrationGates()
+    embedding: EmbeddingGates = Field(EmbeddingGates(), description=(
+        "An embedding model's gates against the champion (repository.shape: embedding): cosine, retrieval, norm change "
+        "and neighbour agreement on the golden rows, and whether a re-index is acknowledged."))
     # what a run does when the canary cannot decide (see InconclusiveSpec)
     inconclusive: InconclusiveSpec = InconclusiveSpec()
 

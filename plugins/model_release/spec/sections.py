@@ -123,22 +123,48 @@ class GoldenSpec(_Strict):
 
 
 class ExportSpec(_Strict):
-    opset: int = Field(17, ge=9, le=23)
+    """``export``: the conversion to ONNX and its parity gate.
+
+    ``opset`` is honoured or refused: a file above it is refused (a runtime pinned to that opset may
+    not load it) unless ``allow_other_opset``; one below it is shipped and recorded. Every axis the
+    MLflow signature declares -1 (and every axis ``dynamic_axes`` names) is exported variable and
+    checked at two or more lengths (:mod:`model_release.export.lengths`).
+    """
+
+    opset: int = Field(17, ge=9, le=23, description=(
+        "The ONNX opset the exported file must import (default domain); a file above it is refused unless "
+        "allow_other_opset, so a runtime pinned to an opset never meets a newer one."))
+    allow_other_opset: bool = Field(False, description=(
+        "true: when the converter cannot reach export.opset (torch.onnx's torch.export exporter starts at 18), ship "
+        "the opset it reached, recorded in the result and named on the export stage line, instead of refusing."))
+    dynamic_axes: dict[str, list[int]] = Field({}, description=(
+        "Input name -> axes (0 is the batch) exported variable besides those the MLflow signature declares -1, "
+        "e.g. {input_ids: [1]}: each is exported dynamic, written -1 in config.pbtxt and checked at two or more lengths."))
     tolerances: Tolerances = Tolerances()
     #: share of rows whose label outputs (integer/string classes) must agree with the native model
     min_label_agreement: float = Field(1.0, ge=0, le=1)
     simplify: bool = False
     cache: bool = True
 
+    @field_validator("dynamic_axes")
+    @classmethod
+    def _axes(cls, v: dict[str, list[int]]) -> dict[str, list[int]]:
+        for name, axes in v.items():
+            if not axes or any(a < 1 for a in axes) or len(set(axes)) != len(axes):
+                raise ValueError(f"export.dynamic_axes.{echo(name)[1:-1]} is {axes}: give distinct axes from 1 "
+                                 "(axis 0 is the batch, always variable when repository.max_batch_size > 0)")
+        return v
+
 
 class ShapeRange(_Strict):
     """``tensorrt.shapes.<input>``: the range of an input's non-batch dimensions in the TensorRT
     profile, each a list as long as the input's dims (the batch dimension comes from
-    ``repository.max_batch_size``). Fixed dimensions repeat their size."""
+    ``repository.max_batch_size``). Fixed dimensions repeat their size. The export stage checks
+    parity at ``min`` and ``max`` of every variable dimension too, so the plan's range is proven."""
 
-    min: list[int]
-    opt: list[int]
-    max: list[int]
+    min: list[int] = Field(description="The smallest size of each non-batch dimension the plan takes (export checks parity at it).")
+    opt: list[int] = Field(description="The size of each non-batch dimension TensorRT tunes the plan for.")
+    max: list[int] = Field(description="The largest size of each non-batch dimension the plan takes (export checks parity at it).")
 
     @model_validator(mode="after")
     def _ordered(self) -> "ShapeRange":
@@ -154,8 +180,9 @@ class TensorRTSpec(_Strict):
     precision: Literal["fp32", "fp16", "bf16", "int8"] = "fp16"
     tolerances: Tolerances = Tolerances(default=Tolerance(atol=1e-2, rtol=1e-2))
     workspace_mb: int = Field(2048, ge=64)
-    #: input name -> the profile range of its dynamic non-batch dimensions (see :class:`ShapeRange`)
-    shapes: dict[str, ShapeRange] = {}
+    shapes: dict[str, ShapeRange] = Field({}, description=(
+        "Input name -> the range of its non-batch dimensions in the TensorRT profile; required for every variable axis "
+        "(a plan fixed at one length refuses the others), and the lengths export checks parity at."))
 
 
 class PromoteSpec(_Strict):

@@ -1,4 +1,4 @@
-"""``repository``: the shape of the Triton repository a release becomes (classifier, cascade, fanout, single)."""
+"""``repository``: the shape of the Triton repository a release becomes (classifier, embedding, cascade, fanout, single)."""
 
 from __future__ import annotations
 
@@ -130,7 +130,17 @@ _SHAPE_EXAMPLES = {
 
 
 class RepositorySpec(_Strict):
-    shape: Literal["classifier", "cascade", "fanout", "single"] = "classifier"
+    shape: Literal["classifier", "cascade", "fanout", "single", "embedding"] = Field("classifier", description=(
+        "The Triton repository the release becomes: classifier (ensemble: model, postprocess answering label names), "
+        "embedding (the model's vectors, judged as vectors against the champion), single (the model as is), cascade, fanout."))
+    output: str | None = Field(None, description=(
+        "The model output the shape serves: a classifier's class scores (default the output named probabilities), an "
+        "embedding model's vectors (default embedding); unnamed and absent, the model's only floating output with one "
+        "axis after the batch. Checked at export before anything is converted."))
+    scores: Literal["auto", "probabilities", "logits"] = Field("auto", description=(
+        "What a classifier's class scores are: logits (raw scores) are served through a softmax in the postprocess and "
+        "judged as probabilities; auto decides at export from the native answers (rows in [0, 1] summing to 1 are "
+        "probabilities, anything else raw scores)."))
     max_batch_size: int = Field(64, ge=0, le=1 << 20)
     instances: int = Field(1, ge=1, le=64)
     dynamic_batching: DynamicBatching | None = DynamicBatching()
@@ -142,6 +152,16 @@ class RepositorySpec(_Strict):
     model_version: int | None = Field(None, ge=1)
     cascade: CascadeSpec | None = None
     fanout: FanoutSpec | None = None
+
+    @model_validator(mode="after")
+    def _head_for_shape(self) -> "RepositorySpec":
+        if self.scores != "auto" and self.shape != "classifier":
+            raise ValueError(f"repository.scores is {self.scores!r} but repository.shape is {self.shape!r}; class scores are "
+                             "served by the classifier shape: set shape: classifier or remove repository.scores")
+        if self.output is not None and self.shape not in ("classifier", "embedding"):
+            raise ValueError(f"repository.output names {echo(self.output)} but repository.shape {self.shape!r} serves every "
+                             "output; it picks the output of the classifier and embedding shapes")
+        return self
 
     @model_validator(mode="after")
     def _block_for_shape(self) -> "RepositorySpec":

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ExportError
+from ..model.golden import iter_npz
 from ..model.parity import compare, raise_if_failed
 from ..spec import ReleaseSpec
 from ..stages import TENSORRT
@@ -68,8 +69,7 @@ def build_and_check(spec: ReleaseSpec, export: ExportResult, ws: Workspace, env:
     atomic_write_bytes(plan_path, plan)
     (out_dir / "reproduce.sh").write_text(_trtexec_command(export.onnx_path, plan_path, profile, spec.tensorrt.precision) + "\n")
 
-    with np.load(export.golden_path, allow_pickle=False) as golden:
-        inputs = {k: golden[k][:max_batch] for k in golden.files}
+    inputs = next(iter(iter_npz(export.golden_path, max_batch, limit=max_batch)))  # one batch, not the whole golden set
     reference = _onnxruntime_outputs(export.onnx_path, inputs)
     outputs = run_engine(plan, inputs)
     report = compare(reference, {k: v for k, v in outputs.items() if k in reference}, spec.tensorrt.tolerances)

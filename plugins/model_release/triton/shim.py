@@ -17,6 +17,7 @@ from pathlib import Path
 from ..model.dtypes import triton_from_onnx, wire_type
 from ..errors import CanaryRejected, GpuUnavailable, ModelReleaseError
 from ..repository.config import write_config
+from ..workspace import link_or_copy
 
 SHIM_SOURCE = Path(__file__).with_name("shim_model.py")
 SHIM_DESCRIPTION = "CPU, python-backend onnxruntime shim"
@@ -81,7 +82,8 @@ def prepare_canary_repository(source: Path, destination: Path) -> CanaryReposito
         raise CanaryRejected(f"model repository {str(source)!r} does not exist; run the assemble stage first")
     if destination.exists():
         shutil.rmtree(destination)
-    shutil.copytree(source, destination, symlinks=False)
+    # model files are linked, not copied: what is changed here (config.pbtxt, the shim's model.py) is replaced whole
+    shutil.copytree(source, destination, symlinks=False, copy_function=link_or_copy)
     result = CanaryRepository(path=destination)
     for model_dir in sorted(p for p in destination.iterdir() if p.is_dir()):
         cfg_path = model_dir / "config.pbtxt"
@@ -158,6 +160,7 @@ def _shim(model_dir: Path, config, pb) -> None:  # noqa: ANN001
         )
     for version in onnx_versions:
         check_onnx_io(model_dir.name, config, version / filename)
+        (version / "model.py").unlink(missing_ok=True)  # never write through a link into the source repository
         shutil.copyfile(SHIM_SOURCE, version / "model.py")
     config.platform = ""
     config.backend = "python"

@@ -6,7 +6,8 @@
   bootstrap; ``root`` for a metric that is the root of the mean (RMSE).
 - :func:`negative_flips`: the share of rows the champion got right and the candidate gets wrong
   (Yan et al., CVPR 2021, "Positive-Congruent Training"), with exact binomial bounds; the positive
-  flips beside it. With ground truth it replaces raw agreement as the gate on "answers like the
+  flips beside it. Its limit grows with the champion's error rate (``max_negative_flips_per_error``):
+  a retrain from a new seed churns on the rows that are hard for both models. With ground truth it replaces raw agreement as the gate on "answers like the
   champion": a better model may disagree with a weak champion as much as it likes where it is right.
 
 Each allowed drop is ``max_absolute_drop`` (the metric's unit) or ``max_relative_drop`` (a share
@@ -20,7 +21,7 @@ import math
 
 import numpy as np
 
-from ...spec.paired import DEFAULT_MAX_NEGATIVE_FLIPS, NEGATIVE_FLIPS_SETTING
+from ...spec.paired import DEFAULT_MAX_NEGATIVE_FLIPS, NEGATIVE_FLIPS_PER_ERROR_SETTING, NEGATIVE_FLIPS_SETTING
 from .outcome import BLOCK, DEFAULT_CONFIDENCE, INCONCLUSIVE, PASS, Finding, Interval, decide, fmt, percent
 from .paired import (DEFAULT_POWER, DEFAULT_RESAMPLES, DEFAULT_SEED, Discordance, bootstrap_interval, drop_interval,
                      drop_shown, mcnemar_p, rows_to_show, smallest_drop_shown)
@@ -202,27 +203,47 @@ def _loss_sizing(a: np.ndarray, b: np.ndarray, root: bool, allowed: float, confi
 
 
 def negative_flips(candidate_right: np.ndarray, champion_right: np.ndarray, *, max_share: float = DEFAULT_MAX_NEGATIVE_FLIPS,
-                   confidence: float = DEFAULT_CONFIDENCE, prove: bool = False, name: str = "flips.negative",
-                   setting: str = NEGATIVE_FLIPS_SETTING, champion_name: str = "the champion") -> Finding:
-    """The share of rows the champion got right and the candidate gets wrong, against ``max_share``."""
+                   per_error: float | None = None, confidence: float = DEFAULT_CONFIDENCE, prove: bool = False,
+                   name: str = "flips.negative", setting: str = NEGATIVE_FLIPS_SETTING,
+                   champion_name: str = "the champion") -> Finding:
+    """The share of rows the champion got right and the candidate gets wrong, against the allowed share.
+
+    The allowed share is ``max_share``, or ``per_error`` times the champion's error rate on these
+    rows when that is larger: two trainings of one model from different seeds disagree on the rows
+    that are hard for both, and a weaker champion has more of them (the evidence is in
+    :data:`~model_release.spec.paired.DEFAULT_MAX_NEGATIVE_FLIPS_PER_ERROR`'s comment).
+    """
     from scipy.stats import binomtest
 
     d = Discordance.of(candidate_right, champion_right)
     if d.n == 0:
         return Finding(name, INCONCLUSIVE, setting, "negative flips: no golden rows", limit=f"<= {max_share:.2%}")
+    error = 1.0 - float(np.mean(champion_right))
+    allowed, why = _allowed_flips(max_share, per_error, error, setting)
     ci = binomtest(d.worse, d.n).proportion_ci(confidence_level=2 * confidence - 1, method="exact")
     interval = Interval(d.worse / d.n, float(ci.low), float(ci.high), confidence)
-    outcome = decide(interval, max_share, prove=prove)
+    outcome = decide(interval, allowed, prove=prove)
     flips = (f"{d.worse} of {d.n} rows ({d.worse / d.n:.2%}) {champion_name} got right are now wrong, "
              f"{d.better} ({d.better / d.n:.2%}) now right")
     if outcome == BLOCK:
         message = (f"negative flips: {flips}; at least {interval.lower:.2%} with {percent(confidence)} confidence, "
-                   f"beyond {setting} {max_share:.2%}")
+                   f"beyond {why}")
     elif outcome == INCONCLUSIVE:
         message = (f"negative flips: {flips}; between {interval.lower:.2%} and {interval.upper:.2%} with "
-                   f"{percent(confidence)} confidence, neither shown beyond {max_share:.2%} nor within it")
+                   f"{percent(confidence)} confidence, neither shown beyond {allowed:.2%} nor within it")
     else:
-        message = f"negative flips: {flips}; at most {interval.upper:.2%} with {percent(confidence)} confidence"
-    return Finding(name, outcome, setting, message, candidate=d.worse / d.n, champion=0.0, limit=f"<= {max_share:.2%}",
+        message = (f"negative flips: {flips}; at most {interval.upper:.2%} with {percent(confidence)} confidence"
+                   + (f" (allowed {why})" if allowed > max_share else ""))
+    return Finding(name, outcome, setting, message, candidate=d.worse / d.n, champion=0.0, limit=f"<= {allowed:.2%}",
                    data={"rows": d.n, "negative": d.worse, "positive": d.better, "negative_share": interval.to_dict(),
-                         "positive_share": d.better / d.n, "allowed_share": max_share})
+                         "positive_share": d.better / d.n, "allowed_share": allowed, "max_share": max_share,
+                         "per_error": per_error, "champion_error": error})
+
+
+def _allowed_flips(max_share: float, per_error: float | None, error: float, setting: str) -> tuple[float, str]:
+    """(the allowed share of negative flips, how the message names it)."""
+    relative = per_error * error if per_error is not None else 0.0
+    if relative <= max_share:
+        return max_share, f"{setting} {max_share:.2%}"
+    return relative, (f"{relative:.2%}: {NEGATIVE_FLIPS_PER_ERROR_SETTING} {per_error:g} x the champion's error rate "
+                      f"{error:.2%} on these rows (above {setting} {max_share:.2%})")

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ...model.metrics import CLASSIFICATION, REGRESSION
-from ...model.roles import LABEL, VARIABLE
+from ...model.roles import EMBEDDING, LABEL, VARIABLE
 from ...spec import ReleaseSpec
 from ...types import AssembleResult
 from ..champion import NATIVE, SERVED, Champion
@@ -21,6 +21,7 @@ from ..served import Golden, Replays
 from . import compare as cmp
 from . import gates as gt
 from . import quality as q
+from .embedding import embedding_gates, figures_of, shift_section
 from .contract import breaks, contract_of
 from .paired_gates import paired_quality_gates, report_only_likeness, with_thresholds
 from .paired_quality import PAIRED_METRICS
@@ -40,6 +41,8 @@ class Evidence:
     agreement: tuple[np.ndarray, np.ndarray | None, list[str]] | None = None
     #: a regressor's predictions: (the candidate's, the champion's or None)
     predicted: tuple[np.ndarray, np.ndarray | None] | None = None
+    #: an embedding model against the champion: (each row's cosine, (the candidate's norms, the champion's))
+    vectors: tuple[np.ndarray, tuple[np.ndarray, np.ndarray]] | None = None
 
 
 @dataclass
@@ -179,6 +182,10 @@ def _contract(spec: ReleaseSpec, assembled: AssembleResult, champion: Champion) 
 def _quality(spec: ReleaseSpec, interface: cmp.Interface, served: dict[str, np.ndarray], golden: Golden,
              champion: Champion, champion_outputs: dict[str, np.ndarray] | None, into: Judgement) -> list[gt.Gate]:
     task = q.task_of(interface)
+    if task == q.EMBEDDING_TASK:
+        why = "an embedding model is judged by its vectors against the champion's (canary.embedding), not on ground truth"
+        into.quality = {"skipped": why, "task": task}
+        return [gt.skipped("quality", "repository.shape", why)]
     if golden.truth is None or task is None:
         why = ("no ground truth: golden.target is not set" if golden.truth is None
                else "no output plays the role of a label, class scores or a prediction")
@@ -244,8 +251,26 @@ def _likeness(spec: ReleaseSpec, interface: cmp.Interface, served: dict[str, np.
                                    champion_outputs[champion.interface.roles[VARIABLE]] if shift else None)
         into.shift = shift or {"skipped": why_not}
         return [gt.ks_gate(spec, shift, champion.name, why_not)]
+    if task == q.EMBEDDING_TASK:
+        return _vectors(spec, interface, served, champion, champion_outputs, why_not, into)
     into.shift = {"skipped": "no output plays the role of a label or a prediction"}
     return []
+
+
+def _vectors(spec: ReleaseSpec, interface: cmp.Interface, served: dict[str, np.ndarray], champion: Champion,
+             champion_outputs: dict[str, np.ndarray] | None, why_not: str, into: Judgement) -> list[gt.Gate]:
+    """An embedding model's vectors against the champion's (:mod:`.embedding`)."""
+    figures = None
+    if champion_outputs is not None and EMBEDDING in champion.interface.roles:
+        figures = figures_of(served[interface.roles[EMBEDDING]], champion_outputs[champion.interface.roles[EMBEDDING]])
+    elif champion_outputs is not None:
+        why_not = f"the champion {champion.name} serves no vectors (its outputs play {sorted(champion.interface.roles)})"
+    if figures is not None and figures["dims"] is not None:
+        into.evidence.vectors = (figures["cosine"], figures["norms"])
+        into.shift = {"task": q.EMBEDDING_TASK, **shift_section(figures), "reindex": spec.canary.embedding.reindex}
+    else:
+        into.shift = {"skipped": figures["why"] if figures else why_not, "task": q.EMBEDDING_TASK}
+    return embedding_gates(spec, figures, champion.name or "the champion", why_not)
 
 
 def _class_order(interface: cmp.Interface, *, native: bool = False) -> list[str]:

@@ -23,8 +23,8 @@ import numpy as np
 from ...model.metrics import CLASSIFICATION
 from .quality import Classified
 from ...spec import CanarySpec
-from ...spec.paired import (DEFAULT_BINS, DEFAULT_CONFIDENCE, DEFAULT_MAX_NEGATIVE_FLIPS, DEFAULT_MAX_PRECISION_DROP,
-                            DEFAULT_MAX_RECALL_DROP, DEFAULT_MIN_CLASS_SUPPORT)
+from ...spec.paired import (DEFAULT_BINS, DEFAULT_CONFIDENCE, DEFAULT_MAX_NEGATIVE_FLIPS, DEFAULT_MAX_NEGATIVE_FLIPS_PER_ERROR,
+                            DEFAULT_MAX_PRECISION_DROP, DEFAULT_MAX_RECALL_DROP, DEFAULT_MIN_CLASS_SUPPORT)
 from .calibration import DEFAULT_LOG_LOSS_MAX_RELATIVE_DROP, ece_gates, log_loss_change, reliability
 from .change import accuracy_change, loss_change, negative_flips
 from .classes import class_gates, slice_gates
@@ -49,6 +49,8 @@ class PairedLimits:
         drops: metric -> (max_absolute_drop, max_relative_drop) (``canary.quality.<metric>``).
         max_negative_flips: the share of rows the champion got right that the candidate may get wrong
             (``canary.champion.max_negative_flips``; None: off).
+        max_negative_flips_per_error: or this many times the champion's error rate, where that is more
+            (``canary.champion.max_negative_flips_per_error``; None: ``max_negative_flips`` alone).
         max_recall_drop, max_precision_drop, min_class_support: the per-class gates (``canary.classes``;
             ``min_class_support`` is also the rows a slice of ``golden.slices`` needs).
         max_ece, max_ece_increase, bins: the calibration gates, off unless given (``canary.calibration``).
@@ -58,6 +60,7 @@ class PairedLimits:
     prove: bool = False
     drops: Mapping[str, tuple[float | None, float | None]] = field(default_factory=lambda: dict(DEFAULT_DROPS))
     max_negative_flips: float | None = DEFAULT_MAX_NEGATIVE_FLIPS
+    max_negative_flips_per_error: float | None = DEFAULT_MAX_NEGATIVE_FLIPS_PER_ERROR
     max_recall_drop: float | None = DEFAULT_MAX_RECALL_DROP
     max_precision_drop: float | None = DEFAULT_MAX_PRECISION_DROP
     min_class_support: int = DEFAULT_MIN_CLASS_SUPPORT
@@ -92,6 +95,7 @@ def limits_from_spec(canary: CanarySpec, task: str, **limits: Any) -> PairedLimi
     classes, calibration = canary.classes, canary.calibration
     from_spec: dict[str, Any] = {
         "confidence": canary.confidence, "prove": canary.prove, "drops": drops, "max_negative_flips": canary.champion.max_negative_flips,
+        "max_negative_flips_per_error": canary.champion.max_negative_flips_per_error,
         "max_recall_drop": classes.max_recall_drop if classes.enabled else None,
         "max_precision_drop": classes.max_precision_drop if classes.enabled else None,
         "min_class_support": classes.min_support, "max_ece": calibration.max_ece,
@@ -138,7 +142,8 @@ def classifier_findings(mine: Classified, theirs: Classified | None, limits: Pai
     if limits.gated("accuracy"):
         findings += accuracy_change(right_c, right_h, **limits.drop("accuracy"), champion_name=champion_name, **common)
     if limits.max_negative_flips is not None:
-        flips = negative_flips(right_c, right_h, max_share=limits.max_negative_flips, champion_name=champion_name, **common)
+        flips = negative_flips(right_c, right_h, max_share=limits.max_negative_flips,
+                               per_error=limits.max_negative_flips_per_error, champion_name=champion_name, **common)
         findings.append(flips)
         sections["flips"] = flips.data
     found, sections["classes"] = class_gates(
@@ -173,6 +178,7 @@ def _sliced(slices: Mapping[str, np.ndarray], right_c: np.ndarray, right_h: np.n
                                   prove=limits.prove, champion_name=champion_name) if limits.gated("accuracy") else []
             if limits.max_negative_flips is not None:
                 out.append(negative_flips(right_c[mask], right_h[mask], max_share=limits.max_negative_flips,
+                                          per_error=limits.max_negative_flips_per_error,
                                           confidence=confidence, prove=limits.prove, champion_name=champion_name))
             return out
 

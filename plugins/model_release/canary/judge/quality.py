@@ -17,12 +17,18 @@ import numpy as np
 
 from ...errors import SpecError
 from ...model.metrics import CLASSIFICATION, REGRESSION, classification_metrics, regression_metrics
-from ...model.roles import LABEL, PROBABILITIES, VARIABLE
+from ...model.roles import EMBEDDING, LABEL, PROBABILITIES, VARIABLE
 from .compare import Interface, top1
 
 
+#: the task of a model whose output plays the embedding role (judged as vectors: :mod:`.embedding`)
+EMBEDDING_TASK = "embedding"
+
+
 def task_of(interface: Interface) -> str | None:
-    """``classification`` or ``regression`` from the roles the entry model's outputs play; None if neither."""
+    """``classification``, ``regression`` or ``embedding`` from the roles the entry model's outputs play; None if none."""
+    if EMBEDDING in interface.roles:
+        return EMBEDDING_TASK
     if LABEL in interface.roles or PROBABILITIES in interface.roles:
         return CLASSIFICATION
     if VARIABLE in interface.roles:

@@ -182,6 +182,9 @@ def _changes(report: dict[str, Any]) -> list[Change]:
         out.append(Change("agreement with the champion", number(shift["agreement"], percent=True), "-"))
     elif "ks" in shift:
         out.append(Change("prediction shift (KS)", number(shift["ks"]), "-"))
+    elif "cosine_mean" in shift:
+        out.append(Change("mean cosine with the champion's vectors", number(shift["cosine_mean"]), "-"))
+        out.append(Change("rows finding their old vector", number(shift.get("retrieval"), percent=True), "-"))
     load = _map(report.get("load_phase"))
     cand, champ = _map(load.get("candidate")), _map(load.get("champion"))
     if cand:

@@ -5,7 +5,9 @@ the production champion, and why: the verdict, each gate as one line (its figure
 champion's figure), the acknowledgements the spec made, and the reasons of a rejection. Then the
 plots (:mod:`.plots`), each with a caption, section by section: quality on ground truth, the
 candidate against the champion, row by row against the champion (flips, per class and per slice,
-calibration: :mod:`.paired_page`, each part collapsible), latency, parity with the native model. Then the details, each
+calibration: :mod:`.paired_page`, each part collapsible), latency, parity with the native model.
+An embedding model's page has its vectors against the champion's instead of the first three (the
+cosines, the norms and the figures gated: vectors have no residuals, classes or calibration). Then the details, each
 collapsed: every gate's full sentence, the expectations, the load phase per model, the tuning
 trials, the server, the golden set, the load order and the raw JSON. Wide tables scroll inside
 their box. The page is rendered from ``report.json`` alone.
@@ -49,7 +51,10 @@ def render_html(report: Mapping[str, Any]) -> str:
     d = decision(report)
     title = f"canary {report.get('release_id', '')}: {d.verdict}"
     body = [_decision_block(report, d)]
-    body += _quality_section(report) + _champion_section(report) + _paired_section(report)
+    if _task(report) == "embedding":  # vectors: no residuals, no calibration, no classes
+        body += _vectors_section(report)
+    else:
+        body += _quality_section(report) + _champion_section(report) + _paired_section(report)
     body += _latency_section(report) + _parity_section(report)
     body += _details(report, d)
     return page(title, body, css=_CSS + paired_page.CSS)
@@ -200,6 +205,30 @@ def _champion_section(report: dict[str, Any]) -> list[str]:
     if figures and "skipped" not in shift:
         out.append("<div class='box'><table><tr>" + "".join(f"<th>{esc(k)}</th>" for k in figures) + "</tr><tr>"
                    + "".join(f"<td class='num'>{number(v)}</td>" for v in figures.values()) + "</tr></table></div>")
+    return out
+
+
+def _vectors_section(report: dict[str, Any]) -> list[str]:
+    """An embedding model: its vectors against the champion's, row by row (cosines, norms, the figures gated)."""
+    vectors = (report.get("plots") or {}).get("vectors") or {}
+    shift = report.get("shift") or {}
+    no_champion = _no_champion(report)
+    out = ["<h2>Vectors against the production champion</h2>",
+           "<p class='muted small'>Both models embedded the same golden rows. An index built from the champion's vectors "
+           "answers the candidate's queries only where each row's two vectors point the same way; "
+           + ("canary.embedding.reindex acknowledges that the index is rebuilt, so only the neighbourhoods are gated."
+              if shift.get("reindex") else "a retrain into a new space needs canary.embedding.reindex.") + "</p>"]
+    figs = [plots.cosines(vectors.get("cosine"), "cosine", "Each golden row's cosine between the candidate's and the "
+                          "champion's vector: near 1 the old index still answers; near 0 the space has changed.", missing=no_champion),
+            plots.predicted(vectors.get("norms"), "norms", "The vector norms of both models over the golden rows "
+                            "(dot-product scores move with them).", missing=no_champion, champion_missing=no_champion + ".",
+                            xlabel="vector norm")]
+    out.append("<div class='plots'>" + "".join(figs) + "</div>")
+    keys = ("rows", "dims", "cosine_mean", "cosine_p05", "cosine_min", "retrieval", "neighbours", "norm_candidate",
+            "norm_champion", "norm_change")
+    if "skipped" not in shift and any(k in shift for k in keys):
+        out.append("<div class='box'><table><tr>" + "".join(f"<th>{esc(k)}</th>" for k in keys) + "</tr><tr>"
+                   + "".join(f"<td class='num'>{number(shift.get(k))}</td>" for k in keys) + "</tr></table></div>")
     return out
 
 

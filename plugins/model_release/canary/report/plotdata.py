@@ -9,6 +9,9 @@ JSON alone:
   :data:`MAX_CLASSES` classes per axis (the rest summed into ``(other)``);
 - ``predicted``: the predicted distribution of both models: class frequencies, or for a regressor
   histograms over shared bin edges (:data:`HISTOGRAM_BINS`);
+- ``vectors``: an embedding model against the champion: a histogram of each row's cosine between
+  the two models' vectors (:data:`COSINE_BINS` bins over [-1, 1]) and histograms of both models'
+  vector norms over shared edges;
 - ``residuals``: a regressor's predictions against the target on at most
   :data:`RESIDUAL_SAMPLE` evenly spaced golden rows (the same rows for both models);
 - ``latency``: each model's latency distribution as (bucket upper edge, count) pairs of the load
@@ -45,6 +48,8 @@ OTHER = "(other)"
 #: a ground-truth value that is none of the model's classes
 NOT_A_CLASS = "(not a class of the model)"
 HISTOGRAM_BINS = 30
+#: bins of the cosine histogram, over [-1, 1]
+COSINE_BINS = 40
 RESIDUAL_SAMPLE = 400
 MAX_LATENCY_BUCKETS = 200
 PARITY_LOG10_RANGE = (-12, 3)
@@ -136,6 +141,13 @@ def numeric_histograms(candidate: np.ndarray, champion: np.ndarray | None, bins:
     return {"kind": "numeric", "edges": [_round(e) for e in edges], "candidate": count(a),
             "champion": count(b) if b is not None else None,
             "nonfinite": {"candidate": int((~np.isfinite(a)).sum()), "champion": int((~np.isfinite(b)).sum()) if b is not None else None}}
+
+
+def vectors_section(cosine: np.ndarray, norms: tuple[np.ndarray, np.ndarray]) -> dict[str, Any]:
+    """An embedding model against the champion: each row's cosine, and both models' norms (bounded histograms)."""
+    edges = np.linspace(-1.0, 1.0, COSINE_BINS + 1)
+    counts = np.histogram(np.clip(np.asarray(cosine, dtype=np.float64), -1.0, 1.0), bins=edges)[0].tolist()
+    return {"cosine": {"edges": [_round(e) for e in edges], "counts": counts}, "norms": numeric_histograms(*norms)}
 
 
 def residual_sample(target: np.ndarray, candidate: np.ndarray, champion: np.ndarray | None,
@@ -285,6 +297,8 @@ def plots_of(evidence: Evidence, *, load: Mapping[str, Histogram] | None,
         plots.update(agreement_section(*evidence.agreement))
     if evidence.predicted is not None:
         plots["predicted"] = numeric_histograms(*evidence.predicted)
+    if evidence.vectors is not None:
+        plots["vectors"] = vectors_section(*evidence.vectors)
     return plots
 
 

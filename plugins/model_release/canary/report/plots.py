@@ -178,7 +178,8 @@ def tuning(tuning_: dict[str, Any] | None, label: str, caption: str, *, missing:
     return plot_html(fig, label, caption)
 
 
-def predicted(data: dict[str, Any] | None, label: str, caption: str, *, missing: str, champion_missing: str) -> str:
+def predicted(data: dict[str, Any] | None, label: str, caption: str, *, missing: str, champion_missing: str,
+              xlabel: str = "predicted value") -> str:
     """The predicted distribution of both models: class shares, or histograms of a numeric prediction."""
     if not data or data.get("candidate") is None:
         return placeholder_html(label, missing, caption)
@@ -210,11 +211,27 @@ def predicted(data: dict[str, Any] | None, label: str, caption: str, *, missing:
         ax.stairs(data["candidate"], edges, color=CANDIDATE_COLOUR, linewidth=1.6, label="candidate")
         if theirs:
             ax.stairs(theirs, edges, color=CHAMPION_COLOUR, linewidth=1.6, label="champion")
-        ax.set_xlabel("predicted value")
+        ax.set_xlabel(xlabel)
         ax.set_ylabel("rows")
     legend_above(ax)
     if theirs is None:
         caption += f" {esc(champion_missing)}"
+    return plot_html(fig, label, caption)
+
+
+def cosines(data: dict[str, Any] | None, label: str, caption: str, *, missing: str) -> str:
+    """An embedding model: how many golden rows have each cosine between the candidate's and the champion's vector."""
+    if not data or not data.get("counts"):
+        return placeholder_html(label, missing, caption)
+    edges = np.asarray(data["edges"], dtype=np.float64)
+    fig = fixed_margins(_figure(5.6, 3.0), left=TICK_PAD + number_inches(data["counts"]) + LABEL_LINE + 0.1, bottom=X_NUMBERS,
+                        top=0.2, right=0.3)
+    ax = fig.add_subplot()
+    style_axes(ax)
+    ax.stairs(data["counts"], edges, color=CANDIDATE_COLOUR, linewidth=1.6, fill=True, alpha=0.5)
+    ax.set_xlim(-1.0, 1.0)
+    ax.set_xlabel("cosine of the row's candidate and champion vectors")
+    ax.set_ylabel("rows")
     return plot_html(fig, label, caption)
 
 

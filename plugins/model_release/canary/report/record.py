@@ -37,7 +37,7 @@ def served_figures(report: CanaryReport) -> dict[str, float]:
     for name, value in ((report.quality or {}).get("candidate") or {}).items():
         out[f"canary_{name}"] = value
     shift = report.shift or {}
-    for key in ("agreement", "psi", "js_distance", "ks", "wasserstein"):
+    for key in ("agreement", "psi", "js_distance", "ks", "wasserstein", "cosine_mean", "retrieval", "neighbours", "norm_change"):
         if isinstance(shift.get(key), int | float):
             out[f"canary_champion_{key}"] = shift[key]
     timing = report.timing or {}
