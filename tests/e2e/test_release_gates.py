@@ -41,7 +41,9 @@ def _nothing_promoted(stack, prefix: str, *, rejected: str | None = None) -> Non
     view = StoreView(stack, prefix)
     assert view.get("channels/production.json") is None
     kept = {"channels/production.html"} if rejected else set()
-    assert {k for k in view.keys() if not k.startswith(f"rejected/{rejected}/")} == kept, view.keys()
+    ledger = [k for k in view.keys() if k.startswith("ledger/")]  # the release's claim, settled (not left claimed)
+    assert all(view.json(k)["state"] != "claimed" for k in ledger), {k: view.json(k) for k in ledger}
+    assert {k for k in view.keys() if not k.startswith((f"rejected/{rejected}/", "ledger/"))} == kept, view.keys()
     if rejected:
         assert {f"rejected/{rejected}/reports/report.json", f"rejected/{rejected}/rejected.json"} <= set(view.keys()), view.keys()
 
