@@ -285,24 +285,34 @@ def _status(argv: list[str]) -> int:
     return status_main(argv)
 
 
+def _webhook_parser() -> argparse.ArgumentParser:
+    from .registry_events.signature import DEFAULT_TOLERANCE_S
+
+    parser = Parser(prog="model-release webhook-receiver", description="MLflow's registry webhooks in, Airflow Asset "
+                    "events out (the secret and the Airflow login from the environment).")
+    parser.add_argument("--port", type=int, required=True, help="port on 127.0.0.1")
+    parser.add_argument("--specs", type=Path, default=None,
+                        help="the folder of release specs whose models' alias events start their scheduled DAGs "
+                             "(default $MODEL_RELEASE_SPECS, else the project's releases/)")
+    parser.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE_S,
+                        help="seconds a delivery's timestamp may be off, either way")
+    return parser
+
+
 def _webhook_receiver(argv: list[str]) -> int:
     """MLflow's registry webhooks in, Airflow Asset events out (secret and Airflow login from the environment)."""
     from .local.http import AirflowApi
-    from .registry_events.signature import DEFAULT_TOLERANCE_S
     from .registry_events.wiring import SECRET_ENV, run_receiver
 
-    home = project_home()
-    parser = Parser(prog="model-release webhook-receiver", description=_webhook_receiver.__doc__)
-    parser.add_argument("--port", type=int, required=True, help="port on 127.0.0.1")
-    parser.add_argument("--specs", type=Path, default=Path(os.environ.get("MODEL_RELEASE_SPECS") or home / "releases"))
-    parser.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE_S, help="timestamp window, seconds")
+    parser = _webhook_parser()
     args = parser.parse_args(argv)
+    specs = args.specs or Path(os.environ.get("MODEL_RELEASE_SPECS") or project_home() / "releases")
     missing = [n for n in (SECRET_ENV, "AIRFLOW_URL", "AIRFLOW_USERNAME", "AIRFLOW_PASSWORD") if not os.environ.get(n)]
     if missing:
         raise UserError(f"webhook-receiver: {', '.join(missing)} not set; source the stack's env file "
                         "(model-release up writes it) or export them")
     env = os.environ
-    return run_receiver(port=args.port, specs=args.specs, secret=env[SECRET_ENV], tolerance_s=args.tolerance,
+    return run_receiver(port=args.port, specs=specs, secret=env[SECRET_ENV], tolerance_s=args.tolerance,
                         api=lambda: AirflowApi(env["AIRFLOW_URL"], env["AIRFLOW_USERNAME"], env["AIRFLOW_PASSWORD"]))
 
 
@@ -343,6 +353,7 @@ PARSERS = {
     "up": "model_release.local.up:up_parser",
     "down": "model_release.local.up:down_parser",
     "status": "model_release.local.status:status_parser",
+    "webhook-receiver": "model_release.cli:_webhook_parser",
 }
 
 

@@ -66,7 +66,7 @@ def rollout_parser() -> argparse.ArgumentParser:
     parser.add_argument("--warmup-requests", type=int, default=None, help="requests each agent sends a new leaf before the switch")
     parser.add_argument("--first-request-limit-ms", type=float, default=None,
                         help="refuse the switch when a new leaf's first request is slower (the canary p99 x the spec's factor)")
-    parser.add_argument("--run", default=os.environ.get("AIRFLOW_CTX_DAG_RUN_ID"), help="the run, for the record")
+    parser.add_argument("--run", default=None, help="the run, for the roll-out's record (default $AIRFLOW_CTX_DAG_RUN_ID)")
     watch = parser.add_mutually_exclusive_group()
     watch.add_argument("--spec", type=Path, default=None,
                        help="the release spec whose serve section applies (default: the one the release recorded)")
@@ -88,7 +88,8 @@ def rollout_main(argv: list[str]) -> int:
                       else (spec.serve.warmup.requests if spec is not None else 0),
                       first_request_limit_ms=args.first_request_limit_ms)
     fleet = membership(store, args.channel, silent_after_s=rollout.silent_after_s).fleet
-    options = RolloutOptions(spec=rollout, lock_wait_s=args.lock_wait, warmup=rule if rule.active else None, run=args.run,
+    run = args.run or os.environ.get("AIRFLOW_CTX_DAG_RUN_ID")
+    options = RolloutOptions(spec=rollout, lock_wait_s=args.lock_wait, warmup=rule if rule.active else None, run=run,
                              watch=None if args.no_watch else _watch(spec, where, fleet, release_id, args, say))
     record = roll_out(store, args.channel, options, release_id=release_id, progress=say)
     print(json.dumps(record.to_doc(), indent=2))

@@ -82,10 +82,15 @@ class ChampionGates(_Strict):
     Kolmogorov-Smirnov statistic (default 0.2).
     """
 
-    min_agreement: float = Field(0.9, ge=0, le=1)
-    max_psi: float = Field(0.25, ge=0)
-    max_ks: float = Field(0.2, ge=0, le=1)
-    max_negative_flips: float | None = Field(DEFAULT_MAX_NEGATIVE_FLIPS, ge=0, le=1)
+    min_agreement: float = Field(0.9, ge=0, le=1, description="Without ground truth: the share of rows whose top "
+                                                              "label equals the champion's.")
+    max_psi: float = Field(0.25, ge=0, description="Without ground truth: the population stability index of the "
+                                                   "predicted class frequencies against the champion's.")
+    max_ks: float = Field(0.2, ge=0, le=1, description="For numeric predictions: the two-sample Kolmogorov-Smirnov "
+                                                       "statistic against the champion's.")
+    max_negative_flips: float | None = Field(DEFAULT_MAX_NEGATIVE_FLIPS, ge=0, le=1,
+                                             description="With ground truth: the share of rows the champion got right "
+                                                         "that the candidate may get wrong (null: off).")
     max_negative_flips_per_error: float | None = Field(DEFAULT_MAX_NEGATIVE_FLIPS_PER_ERROR, ge=0, description=(
         "The negative flips allowed as a multiple of the champion's error rate on the golden rows, where that is above "
         "max_negative_flips (null: max_negative_flips alone): a retrain from a new seed churns on the rows hard for both "
@@ -286,27 +291,43 @@ class CanarySpec(_Strict):
     canary cannot decide (:class:`InconclusiveSpec`).
     """
 
-    tolerances: Tolerances = Tolerances()
-    min_label_agreement: float = Field(1.0, ge=0, le=1)
-    concurrency: int = Field(4, ge=1, le=256)
-    batch_rows: int = Field(32, ge=1)
-    p99_ms: float | None = Field(None, gt=0)
-    expectations: bool = True
-    expectations_engine: Literal["native", "great_expectations"] = "native"
-    ready_timeout_s: float = Field(60, gt=0)
-    quality: dict[str, MetricGate | None] = {}
-    champion: ChampionGates = ChampionGates()
-    load: LoadSpec = LoadSpec()
-    tune: TuneSpec = TuneSpec()
-    confidence: float = DEFAULT_CONFIDENCE
-    prove: bool = False
-    classes: ClassGates = ClassGates()
-    calibration: CalibrationGates = CalibrationGates()
+    tolerances: Tolerances = Field(Tolerances(), description="Per-output parity tolerances of the served outputs "
+                                                            "against the native model on the golden rows.")
+    min_label_agreement: float = Field(1.0, ge=0, le=1, description="The share of rows whose served labels must equal "
+                                                                    "the native model's.")
+    concurrency: int = Field(4, ge=1, le=256, description="Requests in flight while the golden rows are replayed "
+                                                          "through both models.")
+    batch_rows: int = Field(32, ge=1, description="Golden rows per request of that replay.")
+    p99_ms: float | None = Field(None, gt=0, description="An absolute SLO on the load phase's p99, in milliseconds "
+                                                         "(null: none); any request error under load fails too.")
+    expectations: bool = Field(True, description="Run the expectation suite over the served outputs (no nulls, "
+                                                 "probabilities in [0, 1] summing to 1, labels in the label set).")
+    expectations_engine: Literal["native", "great_expectations"] = Field(
+        "native", description="native: great-expectations' semantics in numpy (no import); great_expectations: the "
+                              "library itself (seconds of import per process).")
+    ready_timeout_s: float = Field(60, gt=0, description="Seconds the canary Triton and its models may take to be ready.")
+    quality: dict[str, MetricGate | None] = Field({}, description="Metric name -> its gate on ground truth, merged over "
+                                                                  "the defaults (accuracy for classifiers, rmse for "
+                                                                  "regressors); null turns a default off.")
+    champion: ChampionGates = Field(ChampionGates(), description="How alike the candidate and the production champion "
+                                                                 "must answer.")
+    load: LoadSpec = Field(LoadSpec(), description="The load phase: candidate and champion measured in alternating "
+                                                   "windows on one server, and the latency ratio gates.")
+    tune: TuneSpec = Field(TuneSpec(), description="The serving-configuration search on the canary (off by default).")
+    confidence: float = Field(DEFAULT_CONFIDENCE, description="The confidence of every bound the paired gates and the "
+                                                              "latency ratios decide on, in (0.5, 1): a gate blocks "
+                                                              "only on evidence this strong.")
+    prove: bool = Field(False, description="A paired gate passes only when the rows also show the candidate within its "
+                                           "allowed drop; undecided is inconclusive (needs a golden set sized for it).")
+    classes: ClassGates = Field(ClassGates(), description="Per-class recall and precision gates against the champion.")
+    calibration: CalibrationGates = Field(CalibrationGates(), description="Calibration gates on the class scores (off "
+                                                                          "unless a limit is given).")
     embedding: EmbeddingGates = Field(EmbeddingGates(), description=(
         "An embedding model's gates against the champion (repository.shape: embedding): cosine, retrieval, norm change "
         "and neighbour agreement on the golden rows, and whether a re-index is acknowledged."))
     # what a run does when the canary cannot decide (see InconclusiveSpec)
-    inconclusive: InconclusiveSpec = InconclusiveSpec()
+    inconclusive: InconclusiveSpec = Field(InconclusiveSpec(), description="What an Airflow run does when the canary "
+                                                                           "cannot decide.")
 
     @field_validator("confidence")
     @classmethod

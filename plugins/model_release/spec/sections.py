@@ -140,11 +140,14 @@ class ExportSpec(_Strict):
     dynamic_axes: dict[str, list[int]] = Field({}, description=(
         "Input name -> axes (0 is the batch) exported variable besides those the MLflow signature declares -1, "
         "e.g. {input_ids: [1]}: each is exported dynamic, written -1 in config.pbtxt and checked at two or more lengths."))
-    tolerances: Tolerances = Tolerances()
-    #: share of rows whose label outputs (integer/string classes) must agree with the native model
-    min_label_agreement: float = Field(1.0, ge=0, le=1)
-    simplify: bool = False
-    cache: bool = True
+    tolerances: Tolerances = Field(Tolerances(), description="Per-output parity tolerances of the ONNX model against "
+                                                            "the native one on the golden rows; default for the rest.")
+    min_label_agreement: float = Field(1.0, ge=0, le=1, description="The share of rows whose label outputs (integer or "
+                                                                    "string classes) must equal the native model's.")
+    simplify: bool = Field(False, description="Simplify the ONNX graph with onnxslim after export (the slim extra), "
+                                              "checked by the same parity gate.")
+    cache: bool = Field(True, description="Reuse an earlier conversion of the same model content, options and "
+                                          "converter versions (its parity proven again on these golden rows).")
 
     @field_validator("dynamic_axes")
     @classmethod
@@ -176,10 +179,16 @@ class ShapeRange(_Strict):
 
 
 class TensorRTSpec(_Strict):
-    mode: Literal["off", "prefer", "require"] = "off"
-    precision: Literal["fp32", "fp16", "bf16", "int8"] = "fp16"
-    tolerances: Tolerances = Tolerances(default=Tolerance(atol=1e-2, rtol=1e-2))
-    workspace_mb: int = Field(2048, ge=64)
+    mode: Literal["off", "prefer", "require"] = Field("off", description="off: serve the ONNX model; prefer: build a "
+                                                                        "plan on a GPU worker and serve the ONNX model "
+                                                                        "where none can be built (the reason recorded); "
+                                                                        "require: no plan, no release.")
+    precision: Literal["fp32", "fp16", "bf16", "int8"] = Field("fp16", description="The plan's precision; its parity "
+                                                                                   "against the ONNX model decides.")
+    tolerances: Tolerances = Field(Tolerances(default=Tolerance(atol=1e-2, rtol=1e-2)),
+                                   description="Per-output parity tolerances of the plan against the ONNX model "
+                                               "(looser than export's: fp16 rounds).")
+    workspace_mb: int = Field(2048, ge=64, description="TensorRT's builder workspace, in MiB.")
     shapes: dict[str, ShapeRange] = Field({}, description=(
         "Input name -> the range of its non-batch dimensions in the TensorRT profile; required for every variable axis "
         "(a plan fixed at one length refuses the others), and the lengths export checks parity at."))

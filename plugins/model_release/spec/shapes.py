@@ -18,8 +18,10 @@ _TENSOR_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 
 class DynamicBatching(_Strict):
-    max_queue_delay_microseconds: int = Field(100, ge=0)
-    preferred_batch_size: list[int] = []
+    max_queue_delay_microseconds: int = Field(100, ge=0, description="How long Triton's dynamic batcher holds a "
+                                                                     "request to batch it with others, in microseconds.")
+    preferred_batch_size: list[int] = Field([], description="Batch sizes the batcher prefers to form ([]: any up to "
+                                                            "max_batch_size).")
 
 
 def _member_source(value: str) -> str:
@@ -61,11 +63,14 @@ class CascadeSpec(_Strict):
     BLS router ``<name>``.
     """
 
-    small: str = RELEASE
-    large: str
-    threshold: float = Field(gt=0, le=1)
-    output: str = "probabilities"
-    tolerances: dict[str, Tolerances] = {}
+    small: str = Field(RELEASE, description="The model asked first: release (this spec's model), models:/NAME@ALIAS, "
+                                            "models:/NAME/VERSION or an .onnx path.")
+    large: str = Field(description="The model asked for the rows the small one is unsure of (the same forms).")
+    threshold: float = Field(gt=0, le=1, description="A row is sure when its highest output value is at least this; "
+                                                     "the others go to the large model.")
+    output: str = Field("probabilities", description="The members' output the router reads and the cascade serves.")
+    tolerances: dict[str, Tolerances] = Field({}, description="A registered member's own export parity tolerances, by "
+                                                              "member key (else export.tolerances).")
 
     _source = field_validator("small", "large")(_member_source)
     _tensor = field_validator("output")(_tensor_name)
@@ -96,10 +101,14 @@ class FanoutSpec(_Strict):
     ``tolerances.<key>``) or an .onnx path; ``combine`` is ``mean`` (default), ``max`` or ``min``.
     """
 
-    members: dict[str, str] = Field(min_length=2, max_length=16)
-    output: str = "probabilities"
-    combine: Literal["mean", "max", "min"] = "mean"
-    tolerances: dict[str, Tolerances] = {}
+    members: dict[str, str] = Field(min_length=2, max_length=16, description="Member key -> release, a registered "
+                                                                             "model (models:/...) or an .onnx path; "
+                                                                             "every member answers every row.")
+    output: str = Field("probabilities", description="The members' output that is combined and served.")
+    combine: Literal["mean", "max", "min"] = Field("mean", description="How the members' outputs are combined, "
+                                                                       "element by element.")
+    tolerances: dict[str, Tolerances] = Field({}, description="A registered member's own export parity tolerances, by "
+                                                              "member key (else export.tolerances).")
 
     _tensor = field_validator("output")(_tensor_name)
 
@@ -141,17 +150,22 @@ class RepositorySpec(_Strict):
         "What a classifier's class scores are: logits (raw scores) are served through a softmax in the postprocess and "
         "judged as probabilities; auto decides at export from the native answers (rows in [0, 1] summing to 1 are "
         "probabilities, anything else raw scores)."))
-    max_batch_size: int = Field(64, ge=0, le=1 << 20)
-    instances: int = Field(1, ge=1, le=64)
-    dynamic_batching: DynamicBatching | None = DynamicBatching()
+    max_batch_size: int = Field(64, ge=0, le=1 << 20, description="The most rows one request may carry (Triton's "
+                                                                  "max_batch_size; 0: the model takes no batch axis).")
+    instances: int = Field(1, ge=1, le=64, description="Instances of each leaf model Triton runs side by side.")
+    dynamic_batching: DynamicBatching | None = Field(DynamicBatching(), description="Triton's dynamic batcher on the "
+                                                                                   "leaf models; null: off.")
     labels: list[str] | None = Field(None, description=(
         "The class names in class order, one per class of the model: the classifier's served label, and for cascade "
         "and fan-out the names of their served scores' classes, so golden.target may give the ground truth in names"))
-    top_k: int = Field(1, ge=1)
-    preprocess: bool = False
-    model_version: int | None = Field(None, ge=1)
-    cascade: CascadeSpec | None = None
-    fanout: FanoutSpec | None = None
+    top_k: int = Field(1, ge=1, description="How many label names, best first, a classifier's label output holds.")
+    preprocess: bool = Field(False, description="Put a python preprocess step (the template's) before the model in "
+                                                "the ensemble.")
+    model_version: int | None = Field(None, ge=1, description="The Triton version folder the release's models get; "
+                                                              "null: the store's history decides (one past the last).")
+    cascade: CascadeSpec | None = Field(None, description="The cascade shape's members and router (shape: cascade).")
+    fanout: FanoutSpec | None = Field(None, description="The fan-out shape's members and how they combine "
+                                                        "(shape: fanout).")
 
     @model_validator(mode="after")
     def _head_for_shape(self) -> "RepositorySpec":
