@@ -50,7 +50,7 @@ def errors_on_saturated(models) -> None:
     """A tweak: the postprocess answers an error response when a probability reaches 0.99 (golden rows stay below)."""
     anchor = "            # best first;"
     edit_postprocess(models, anchor, (
-        "            if probabilities.max() >= 0.99:\n"
+        "            if scores.max() >= 0.99:\n"
         "                responses.append(pb_utils.InferenceResponse(output_tensors=[], error=pb_utils.TritonError(\n"
         "                    'postprocess: probability out of the range it handles')))\n"
         "                continue\n") + anchor)

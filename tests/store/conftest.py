@@ -52,3 +52,10 @@ def kit(request: pytest.FixtureRequest, tmp_path: Path) -> StoreKit:
                         server.endpoint_url)
     uri = (tmp_path / "store").as_uri()
     return StoreKit("file", uri, lambda ep: open_store(uri))
+
+
+@pytest.fixture(autouse=True)
+def _no_registry_from_an_earlier_test(monkeypatch) -> None:
+    """The store's commands follow $MLFLOW_TRACKING_URI (the CLI grammar's default), and mlflow.set_tracking_uri in an
+    earlier test of the same worker exports it: a store test reaches MLflow only when it says so itself."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)

@@ -20,13 +20,18 @@ def _run(capsys, *argv: str) -> tuple[int, object, str]:
     return code, (json.loads(out.out) if out.out.strip() else None), out.err
 
 
-def test_cli_history_releases_verify_rollback_retention(kit, tmp_path, capsys, monkeypatch):
-    store = kit.store()
+def _reach(kit, monkeypatch) -> None:
+    """The CLI reaches an S3 kit's endpoint through the environment, as a terminal would."""
     if kit.kind == "s3":
         monkeypatch.setenv("MODEL_RELEASE_S3_ENDPOINT_URL", kit.endpoint_url)
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", "cli-test")
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "cli-test")
         monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+
+
+def test_cli_history_releases_verify_rollback_retention(kit, tmp_path, capsys, monkeypatch):
+    store = kit.store()
+    _reach(kit, monkeypatch)
     for name in ("r1", "r2"):
         promote(make_release(tmp_path / name, small=1, seed=name), name, store, "production")
     code, hist, _ = _run(capsys, "store", "history", "--store", kit.uri, "--channel", "production")
@@ -51,11 +56,7 @@ def test_cli_history_releases_verify_rollback_retention(kit, tmp_path, capsys, m
 
 def test_cli_verify_of_a_release_the_store_does_not_hold_says_so_in_one_line(kit, tmp_path, capsys, monkeypatch):
     store = kit.store()
-    if kit.kind == "s3":
-        monkeypatch.setenv("MODEL_RELEASE_S3_ENDPOINT_URL", kit.endpoint_url)
-        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "cli-test")
-        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "cli-test")
-        monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    _reach(kit, monkeypatch)
     promote(make_release(tmp_path / "r1", small=1, seed="r1"), "r1", store, "production")
     code, report, err = _run(capsys, "verify", "--release", "r9", "--store", kit.uri)
     assert code == 2 and report is None and err.count("\n") == 1  # a release the store does not have: bad input
@@ -84,11 +85,7 @@ def test_cli_errors_are_one_line_and_non_zero(tmp_path, capsys):
 def test_old_spellings_still_work_for_one_release_and_say_so(kit, tmp_path, capsys, monkeypatch):
     """--to, a positional release id and --mlflow-tracking-uri became --release and --tracking-uri (model_release.flags)."""
     store = kit.store()
-    if kit.kind == "s3":
-        monkeypatch.setenv("MODEL_RELEASE_S3_ENDPOINT_URL", kit.endpoint_url)
-        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "cli-test")
-        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "cli-test")
-        monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    _reach(kit, monkeypatch)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     for name in ("r1", "r2"):
         promote(make_release(tmp_path / name, small=1, seed=name), name, store, "production")
