@@ -412,6 +412,11 @@ def test_a_carried_setting_is_served_and_shipped_without_a_window(tmp_path) -> N
     assert tuning["trials"] == [] and tuning["carried_from"] == "iris-2" and tuning["measured_in"] == "iris-1"
     config = read_config(Path(tuning["repository"]) / "leaf" / "config.pbtxt")
     assert config.instance_group[0].count == 2 and config.dynamic_batching.max_queue_delay_microseconds == 500
+    # the shipped copy links the weights (no second copy of a model) and the source keeps its own config
+    source, tuned = tmp_path / "models" / "leaf", Path(tuning["repository"]) / "leaf"
+    assert (tuned / "1" / "model.onnx").stat().st_ino == (source / "1" / "model.onnx").stat().st_ino
+    assert (source / "config.pbtxt").read_text() == LEAF_CONFIG
+    assert (tuned / "config.pbtxt").stat().st_ino != (source / "config.pbtxt").stat().st_ino
 
 
 

@@ -36,6 +36,7 @@ from ...repository.config import CONFIG_FILE, read_config, write_config
 from ...spec import ReleaseSpec
 from ...triton.server import TritonServer
 from ...types import AssembleResult
+from ...workspace import link_or_copy
 from ..champion import Champion
 from .carry import Carried, carried, fingerprint_or_why
 from .load import LoadRunner, Measurement
@@ -263,12 +264,16 @@ def _confirm(spec: ReleaseSpec, served: Leaves, runner: LoadRunner, chosen: Sett
 
 
 def write_tuned(source: Path, destination: Path, leaves: list[str], setting: Setting) -> Path:
-    """A copy of the release's repository with ``setting`` in its leaves' config.pbtxt, linted."""
+    """A copy of the release's repository with ``setting`` in its leaves' config.pbtxt, linted.
+
+    The copy hard-links every file (a model's weights are not copied); each config.pbtxt it changes is
+    written atomically, a new file in place of the link, so the source keeps its own.
+    """
     from ...repository.lint import lint_repository
 
     if destination.exists():
         shutil.rmtree(destination)
-    shutil.copytree(source, destination)
+    shutil.copytree(source, destination, copy_function=link_or_copy)
     for model in leaves:
         path = destination / model / CONFIG_FILE
         write_config(path, setting.apply(read_config(path)))
