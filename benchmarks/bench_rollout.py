@@ -18,7 +18,13 @@ Printed, all from this one run:
    started while a roll-out ran (``--repeats`` roll-outs, each to a new release), and the ratio during /
    before (goal: at most 1.5);
 2. the roll-out's and the rollback's seconds per server (the rollback re-pins: both releases are loaded);
-3. why the agent loads over gRPC: one member version loaded beside the serving one through Triton's HTTP
+3. the same p99 during a reference burst: the CPU work of the python stubs one roll-out starts (a
+   Python importing numpy and onnxruntime, as the ONNX leaf's stub does on this CPU-only runtime,
+   then one importing numpy, as the postprocess's does), run as plain processes beside the server,
+   no Triton involved, ``--repeats`` times; its ratio is what the same CPU alone costs this traffic
+   on this machine, the part of the roll-out's ratio no agent can take away short of not starting
+   the stubs;
+4. why the agent loads over gRPC: one member version loaded beside the serving one through Triton's HTTP
    repository API, then through gRPC, each under the same traffic; how many requests started during
    each load and the longest request that overlapped it (on Triton 2.51 an HTTP load holds HTTP
    inference behind it for the whole load).
@@ -76,6 +82,17 @@ def _releases(tmp: Path, store, n: int):
     return [build_release(tmp, store, kinds[i % 3], f"iris-b{i}", promote_it=i == 0, tweak=changed(i)) for i in range(n)]
 
 
+def _burst(runtime_python: Path) -> None:
+    """The CPU work of one roll-out's two new python stubs, without Triton: their imports, one after the other."""
+    import subprocess
+
+    from model_release.triton.local import STUB_THREADS_ENV
+
+    env = {**os.environ, **STUB_THREADS_ENV}
+    for imports in ("numpy, onnxruntime", "numpy"):
+        subprocess.run([str(runtime_python), "-c", f"import {imports}"], env=env, check=True, start_new_session=True)
+
+
 def _load_stall(fleet, window_s: float) -> dict[str, tuple[float, float]]:
     """One member load over HTTP, then over gRPC (the same load each time): when each ran."""
     import tritonclient.grpc as grpcclient
@@ -126,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     from model_release.serve.warmup import WarmupRule
     from model_release.spec.serve import WarmupSpec
     from model_release.store.channels import rollback
+    from model_release.triton.local import runtime_venv
     from tests.serve.support import CHANNEL, fast_options, local_store
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-rollout-"))
@@ -157,6 +175,13 @@ def main(argv: list[str] | None = None) -> int:
         rollback(store, CHANNEL)
         back = roll_out(store, CHANNEL, options)
         rollback_s.append(back.servers[0].seconds)
+        bursts = []
+        for _ in range(args.repeats):
+            t0 = time.perf_counter()
+            time.sleep(args.window_s)
+            t1 = time.perf_counter()
+            _burst(runtime_venv() / "bin" / "python")
+            bursts.append(((t0, t0 + args.window_s), (t1, time.perf_counter())))
         loads = _load_stall(fleet, args.window_s)
         stop.set()
         seen = mine.recv()
@@ -169,10 +194,16 @@ def main(argv: list[str] | None = None) -> int:
                             [s for start, s in lat if start <= t1 and start + s >= t0], 100)}
                   for how, (t0, t1) in loads.items()}
         p99_before, p99_during = _p(before, 99), _p(during, 99)
+        burst_before = [x for (b, _) in bursts for x in _window(lat, *b)]
+        burst_during = [x for (_, d) in bursts for x in _window(lat, *d)]
         print(json.dumps({
             "p99_before_ms": p99_before, "p99_during_rollouts_ms": p99_during,
             "ratio_during_over_before": round(p99_during / p99_before, 2), "goal_at_most": 1.5,
             "within_goal": p99_during <= 1.5 * p99_before,
+            "reference_burst": {"p99_before_ms": _p(burst_before, 99), "p99_during_bursts_ms": _p(burst_during, 99),
+                                "ratio_during_over_before": round(_p(burst_during, 99) / _p(burst_before, 99), 2),
+                                "requests_during_bursts": len(burst_during),
+                                "burst_s": round(statistics.median(d[1] - d[0] for _, d in bursts), 3)},
             "max_before_ms": _p(before, 100), "max_during_rollouts_ms": _p(during, 100),
             "requests_before": len(before), "requests_during_rollouts": len(during),
             "rollout_s_per_server": round(statistics.median(rollout_s), 3), "rollback_s_per_server": rollback_s[0],
