@@ -117,6 +117,36 @@ def test_measure_alternates_targets_stops_when_stable_and_closes_every_connectio
     assert len(Sleeper.made) == 6 and all(s.closed for s in Sleeper.made)
 
 
+class _Ticking:
+    """A runner on a clock of its own: each window takes 0.5 s, and whatever window holds a whole second
+    (something else on the machine that runs once a second, like a poll) has its p99 at 3 ms, not 2 ms."""
+
+    def __init__(self) -> None:
+        self.now, self.order, self.disturbed = 0.0, [], {"a": 0, "b": 0}
+
+    def window(self, target: str, seconds: float, *, measure: bool = True, until_s: float | None = None) -> Window:
+        tick = math.floor(self.now) == self.now
+        self.now += 0.5
+        histogram = Histogram()
+        for _ in range(100):
+            histogram.record(0.001)
+        histogram.record(0.003 if tick else 0.002)  # the slowest of 101 requests: the window's p99
+        if measure:
+            self.order.append(target)
+            self.disturbed[target] += tick
+        return Window(target, 0.5, 101, 1616, 0, histogram)
+
+
+def test_a_disturbance_that_keeps_time_with_the_rounds_falls_on_both_targets_in_turn() -> None:
+    runner = _Ticking()
+    results = measure(runner, ["a", "b"], warmup_s=0.5, window_s=0.5, stable_windows=50, stability=0.01, budget_s=8.0)
+    # each round in the other order: A B B A A B ..., so a once-a-second disturbance falls on a, then b
+    assert runner.order[:6] == ["a", "b", "b", "a", "a", "b"]
+    assert runner.disturbed["a"] == runner.disturbed["b"] == 4
+    ratios = paired_ratios(results["a"], results["b"])["p99_ratios"]
+    assert len(ratios) == 8 and math.exp(np.mean(np.log(ratios))) == pytest.approx(1.0, abs=0.02)
+
+
 def test_measure_stops_at_the_budget_and_says_it_did_not_settle() -> None:
     start = time.monotonic()
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from model_release.serve.agent import Agent, AgentConfig
+from model_release.serve.agent import Agent, AgentConfig, jittered
 from model_release.serve.errors import RolloutLocked, RolloutStopped
 from model_release.serve.lock import acquire
 from model_release.serve.membership import read_states
@@ -315,3 +315,14 @@ def test_a_killed_holder_s_lease_lapses_within_its_term_and_a_live_one_is_never_
                                            (7, [1, 1, 4, 7])])
 def test_step_sizes_round_up_and_never_go_back(fleet, counts):
     assert step_counts([(1, None), (None, 10), (None, 50), (None, 100)], fleet) == counts
+
+
+def test_an_agent_waits_half_to_one_and_a_half_poll_intervals_so_a_fleet_does_not_poll_in_step() -> None:
+    import random
+
+    assert jittered(2.0, lambda: 0.0) == 1.0 and jittered(2.0, lambda: 0.5) == 2.0
+    assert jittered(2.0, lambda: 0.999999) == pytest.approx(3.0)
+    draw = random.Random(7).random
+    waits = [jittered(1.0, draw) for _ in range(2000)]
+    assert 0.5 <= min(waits) and max(waits) < 1.5 and sum(waits) / len(waits) == pytest.approx(1.0, abs=0.03)
+    assert len({round(w, 3) for w in waits}) > 500  # spread, not a handful of values

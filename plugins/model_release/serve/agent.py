@@ -23,8 +23,10 @@ and warm again. Triton's own endpoints stay the liveness probe.
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -130,10 +132,15 @@ class Agent:
 
     # ---- the loop ---------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
-        """Reconcile every ``poll_s`` until ``stop`` is set; an error is recorded, never raised."""
+        """Reconcile about every ``poll_s`` until ``stop`` is set; an error is recorded, never raised.
+
+        Each wait is drawn from 0.5 to 1.5 times ``poll_s`` (:func:`jittered`): agents started together do
+        not read the store in step, and a poll's work on a shared machine does not keep time with anything
+        else periodic there (a canary's windows of half a second, in pairs of one second).
+        """
         while not stop.is_set():
             self.step()
-            stop.wait(self.config.poll_s)
+            stop.wait(jittered(self.config.poll_s))
 
     def step(self) -> None:
         """One reconciliation (the loop's body; tests call it directly)."""
@@ -305,6 +312,11 @@ class Agent:
             log.warning("agent %s: could not publish its state: %s", self.config.name, exc.message)
             return
         self._dirty, self._published_at = False, time.monotonic()
+
+
+def jittered(poll_s: float, draw: Callable[[], float] = random.random) -> float:
+    """A wait of about ``poll_s``: uniform over 0.5 to 1.5 times it (the mean stays ``poll_s``)."""
+    return poll_s * (0.5 + draw())
 
 
 def local_agent(config: AgentConfig, store: ModelStore, grpc_url: str, repository: Path, cache: Path) -> Agent:

@@ -4,8 +4,8 @@ After the correctness replay, :class:`LoadRunner` keeps ``concurrency`` requests
 ``batch_rows`` golden rows in flight (requests built once from golden rows and cycled), discards a
 warm-up, and measures in windows. It stops when the last ``stable_windows`` windows agree on p50
 and p99 within ``stability`` (perf_analyzer's rule) or when the time budget is spent, and says
-which. Candidate and champion are measured in alternating windows (A B A B ...) on the same
-server, so the machine's noise falls on both.
+which. Candidate and champion are measured in alternating windows on the same server, each round
+in the other order (A B B A A B ...), so the machine's noise falls on both.
 
 Windows are sized by requests as well as by time: a window lasts ``window_s`` and then runs on
 until it holds ``min_requests`` requests, within its share of what is left of the budget, so a slow
@@ -352,12 +352,15 @@ class Measurement:
 def measure(runner: LoadRunner, targets: list[str], *, warmup_s: float, window_s: float, stable_windows: int,
             stability: float, budget_s: float, progress: Callable[[str], None] | None = None,
             decided: Callable[[dict[str, Measurement]], bool] | None = None) -> dict[str, Measurement]:
-    """Warm every target up, then measure them in alternating windows (A B A B ...).
+    """Warm every target up, then measure them in alternating windows, each round in the other order (A B B A A B ...).
 
     A window lasts ``window_s``, then runs on until it holds the runner's ``min_requests`` requests,
     within an equal share of what is left of ``budget_s`` for each target of the round (so a pair's
     two windows had the same room). Every target gets a window in each round (so window ``i`` of
-    each ran back to back), until every target's last ``stable_windows`` windows are stable (and ``decided`` says the windows so
+    each ran back to back). Every other round runs in reverse: whatever else on the machine keeps
+    time with the rounds (a poll every second against pairs of half-second windows) then falls
+    on each target's windows in turn, where A B A B would put it on the same target's every round
+    and move the pairs' ratios all one way. Rounds go on until every target's last ``stable_windows`` windows are stable (and ``decided`` says the windows so
     far decide what they are measured for, when given) or ``budget_s`` (the measuring time, warm-up
     excluded) is spent; each :class:`Measurement` says which. A target whose window had errors
     stops being measured further (its errors fail the gate).
@@ -367,13 +370,14 @@ def measure(runner: LoadRunner, targets: list[str], *, warmup_s: float, window_s
         t0 = time.perf_counter()
         runner.window(target, warmup_s, measure=False)
         results[target].warmup_s = round(time.perf_counter() - t0, 3)
-    spent = 0.0
+    spent, rounds = 0.0, -1
     while spent < budget_s:
+        rounds += 1
         healthy = [t for t in targets if not any(w.errors for w in results[t].windows)]
         if not healthy or (all(results[t].stable for t in healthy) and (decided is None or decided(results))):
             break
         share = max(window_s, (budget_s - spent) / len(healthy))  # each target's room this round, to reach min_requests
-        for target in healthy:
+        for target in healthy if rounds % 2 == 0 else healthy[::-1]:
             window = runner.window(target, window_s, until_s=share)
             spent += window.seconds
             result = results[target]
