@@ -117,6 +117,43 @@ def test_measure_alternates_targets_stops_when_stable_and_closes_every_connectio
     assert len(Sleeper.made) == 6 and all(s.closed for s in Sleeper.made)
 
 
+class _LateStats:
+    """Statistics as Triton keeps them: a request is counted when it is released, after its answer, so
+    the read just after a window's last answer has not got the last requests yet; the next read has."""
+
+    def __init__(self) -> None:
+        self.answered, self.counted, self.lock = 0, 0, threading.Lock()
+
+    def answer(self) -> None:
+        with self.lock:
+            self.answered += 1
+
+    def __call__(self) -> dict[str, dict[str, float]]:
+        with self.lock:
+            out = {"iris": {"success_count": float(self.counted)}}
+            self.counted = self.answered  # caught up after this read
+        return out
+
+
+def test_each_windows_statistics_hold_exactly_its_requests_when_the_server_counts_them_late() -> None:
+    stats = _LateStats()
+
+    class Counted(Sleeper):
+        def send(self, batch: int) -> int:
+            rows = super().send(batch)
+            stats.answer()
+            return rows
+
+    runner = LoadRunner(lambda target: Counted(1), concurrency=2, statistics=stats)
+    try:
+        runner.window("a", 0.05, measure=False)  # a warm-up: its last requests must not land in the first window
+        windows = [runner.window("a", 0.05) for _ in range(3)]
+    finally:
+        runner.close()
+    assert all(w.requests > 0 for w in windows)
+    assert [w.stats.get("iris", {}).get("success_count", 0) for w in windows] == [w.requests for w in windows]
+
+
 class _Ticking:
     """A runner on a clock of its own: each window takes 0.5 s, and whatever window holds a whole second
     (something else on the machine that runs once a second, like a poll) has its p99 at 3 ms, not 2 ms."""

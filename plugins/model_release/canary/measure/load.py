@@ -246,7 +246,7 @@ class LoadRunner:
         if gone is not None:  # nothing is sent to a dead server, not even a statistics request
             return Window(target, 0.0, 0, 0, 1, Histogram(), gone)
         workers = self._pool(target)
-        before = self.statistics() if measure and self.statistics else {}
+        before = self._settled_statistics() if measure and self.statistics else {}
         start = time.perf_counter()
         hard = start + max(seconds, until_s if until_s is not None else seconds)
         done = [0] * len(workers)
@@ -259,9 +259,28 @@ class LoadRunner:
             merged.merge(result.histogram)
         first = next((r.first for r in results if r.first), None)
         gone = self.alive() if self.alive is not None else None
-        after = self.statistics() if measure and self.statistics and gone is None else {}
+        after = self._settled_statistics() if measure and self.statistics and gone is None else {}
         return Window(target, elapsed, sum(r.requests for r in results), sum(r.rows for r in results),
                       sum(r.errors for r in results), merged, first, stats_delta(before, after))
+
+    def _settled_statistics(self, *, pause_s: float = 0.005, bound_s: float = 0.2) -> dict[str, dict[str, float]]:
+        """The server's statistics once the requests answered so far are in them.
+
+        Triton counts a request when it releases it, which can come after the client has its answer, so
+        a read just after a window's last answer can miss that request and charge it to the next window.
+        Read again every ``pause_s`` until two reads agree (within ``bound_s``; no request is in flight
+        between windows, so they agree within a read or two).
+        """
+        assert self.statistics is not None
+        last = self.statistics()
+        deadline = time.perf_counter() + bound_s
+        while time.perf_counter() < deadline:
+            time.sleep(pause_s)
+            now = self.statistics()
+            if now == last:
+                break
+            last = now
+        return last
 
     def _collect(self, workers: list[_Worker], target: str) -> list[_Result]:
         """Every worker's window; a worker still blocked on a dead server counts as one error."""
