@@ -134,7 +134,7 @@ class Agent:
     def run(self, stop: threading.Event) -> None:
         """Reconcile about every ``poll_s`` until ``stop`` is set; an error is recorded, never raised.
 
-        Each wait is drawn from 0.5 to 1.5 times ``poll_s`` (:func:`jittered`): agents started together do
+        Each wait is drawn from 0.9 to 1.1 times ``poll_s`` (:func:`jittered`): agents started together do
         not read the store in step, and a poll's work on a shared machine does not keep time with anything
         else periodic there (a canary's windows of half a second, in pairs of one second).
         """
@@ -315,8 +315,12 @@ class Agent:
 
 
 def jittered(poll_s: float, draw: Callable[[], float] = random.random) -> float:
-    """A wait of about ``poll_s``: uniform over 0.5 to 1.5 times it (the mean stays ``poll_s``)."""
-    return poll_s * (0.5 + draw())
+    """A wait of about ``poll_s``: uniform over 0.9 to 1.1 times it (the mean stays ``poll_s``).
+
+    Narrow on purpose: a step waits for the last of its agents to read the plan, so the longest wait,
+    not the mean, is what a roll-out step pays (1.1 ``poll_s`` here, against 1.5 with a spread of half).
+    """
+    return poll_s * (0.9 + 0.2 * draw())
 
 
 def local_agent(config: AgentConfig, store: ModelStore, grpc_url: str, repository: Path, cache: Path) -> Agent:
