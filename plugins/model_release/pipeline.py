@@ -488,7 +488,7 @@ def _settle(spec: ReleaseSpec, ws: Workspace, services: Services, claim: Claim) 
 
 
 class ChampionAhead:
-    """The served champion (:func:`~model_release.canary.champion.served_champion`) fetched on a thread of
+    """The served champion (:func:`~model_release.canary.champion.fetch_served`) fetched on a thread of
     its own from when it is made, so that the store's download overlaps the export stage.
 
     Only :func:`release` uses it: an Airflow DAG runs export and canary as separate tasks, where the
@@ -511,10 +511,10 @@ class ChampionAhead:
         self._thread.start()
 
     def _fetch(self, spec: ReleaseSpec, services: Services) -> None:
-        from .canary.champion import served_champion
+        from .canary.champion import fetch_served
 
-        try:
-            self._found = served_champion(spec, self._folder / "champion", store=services.store(spec.promote.store))
+        try:  # files only: the champion's code is parsed by take(), on the caller's thread (see FetchedRelease)
+            self._found = fetch_served(spec, self._folder / "champion", store=services.store(spec.promote.store))
         except BaseException as exc:  # noqa: BLE001 - raised again by take(), in the canary stage
             self._error = exc
 
@@ -540,9 +540,7 @@ class ChampionAhead:
             shutil.rmtree(folder)
         folder.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(self._folder / "champion"), str(folder))
-        if found.repository is not None:
-            found.repository = folder / Path(found.repository).relative_to(self._folder / "champion")
-        return found
+        return found.champion(folder)
 
     def close(self) -> None:
         """Wait for the fetch and remove its folder (what :meth:`take` moved away is not in it)."""

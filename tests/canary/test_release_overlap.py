@@ -23,9 +23,16 @@ class _Spec:
 
 def _fake_fetch(monkeypatch, *, result: str = "served", started: threading.Event | None = None,
                 release: threading.Event | None = None) -> list[tuple[Path, object]]:
+    """``fetch_served`` faked: it writes the champion's files; what it returns reads them (``champion()``), and
+    records on which thread (the fetch's own must not parse the champion's code: CPython 3.11's ast is not thread-safe)."""
     calls: list[tuple[Path, object]] = []
 
-    def served_champion(spec, folder, *, store):  # noqa: ANN001, ANN202
+    class Fetched:
+        def champion(self, folder: Path) -> Champion:
+            calls.append(("champion() on", threading.current_thread().name))
+            return Champion(SERVED, "production", release_id="iris-1", repository=folder / "models", pinned=True)
+
+    def fetch_served(spec, folder, *, store):  # noqa: ANN001, ANN202
         calls.append((folder, store))
         if started is not None:
             started.set()
@@ -37,9 +44,9 @@ def _fake_fetch(monkeypatch, *, result: str = "served", started: threading.Event
             return None
         (folder / "models" / "iris__champion").mkdir(parents=True)
         (folder / "models" / "iris__champion" / "config.pbtxt").write_text('name: "iris__champion"\n')
-        return Champion(SERVED, "production", release_id="iris-1", repository=folder / "models", pinned=True)
+        return Fetched()
 
-    monkeypatch.setattr(champion_module, "served_champion", served_champion)
+    monkeypatch.setattr(champion_module, "fetch_served", fetch_served)
     return calls
 
 
@@ -62,6 +69,7 @@ def test_the_fetch_runs_on_a_thread_and_take_moves_it_to_the_canarys_folder(tmp_
     assert found.repository == folder / "models"
     assert (folder / "models" / "iris__champion" / "config.pbtxt").is_file()
     assert calls[0][1] == "store:s3://bucket/iris"
+    assert calls[1] == ("champion() on", threading.current_thread().name)  # read on the caller's thread, not the fetch's
     assert ahead.take(folder) is None  # taken once: a second canary looks for itself
     ahead.close()
     assert [p.name for p in ws.path.iterdir()] == ["canary"]  # the hidden fetch folder is gone

@@ -126,27 +126,54 @@ def find_champion(
 def served_champion(spec: ReleaseSpec, folder: Path, *, store: Any) -> Champion | None:
     """The release the channel's pointer names, fetched into ``folder`` and renamed (pinned); None when
     the channel has no pointer. The first step of :func:`find_champion`, which needs nothing of the
-    candidate: :func:`model_release.pipeline.release` runs it while the candidate exports.
+    candidate: :func:`model_release.pipeline.release` runs its first half, :func:`fetch_served`, while the
+    candidate exports.
 
     Raises:
         ServiceUnavailable: the store could not be read.
         ModelReleaseError: the champion's release is damaged (a checksum mismatch names the file).
     """
+    fetched = fetch_served(spec, folder, store=store)
+    return fetched.champion() if fetched is not None else None
+
+
+@dataclass
+class FetchedRelease:
+    """The channel's release as fetched into ``folder / "release"``: files only, its code not read yet.
+
+    :meth:`champion` renames it (its python models' sources are parsed) and reads it as the champion.
+    The two halves are apart because CPython 3.11's ``ast`` is not safe on two threads at once
+    (``SystemError: AST constructor recursion depth mismatch``, fixed in later Pythons): a fetch on a
+    thread of its own beside an export that parses code (torch's does) must not parse any itself.
+    """
+
+    release_id: str
+    channel: str
+    folder: Path
+    manifest: dict[str, Any]
+
+    def champion(self, folder: Path | None = None) -> Champion:
+        """The champion, renamed and pinned; ``folder``: where the fetched folder was moved since (default: where fetched)."""
+        champion = _champion_of(self.manifest, self.release_id, self.channel, Path(folder or self.folder))
+        champion.pinned = True
+        return champion
+
+
+def fetch_served(spec: ReleaseSpec, folder: Path, *, store: Any) -> FetchedRelease | None:
+    """The first half of :func:`served_champion`: the pointer's release fetched into ``folder`` (None: no pointer)."""
+    from ..store.fetch import fetch_release
     from ..store.pointer import read_channel
 
     pointer = read_channel(store, spec.promote.channel)
     if pointer is None:
         return None
-    champion = _served(store, pointer.release_id, spec.promote.channel, folder)
-    champion.pinned = True
-    return champion
+    manifest = fetch_release(store, pointer.release_id, folder / "release", under="models/")
+    return FetchedRelease(pointer.release_id, spec.promote.channel, folder, manifest)
 
 
-def _served(store: Any, release_id: str, channel: str, folder: Path) -> Champion:
-    from ..store.fetch import fetch_release
-
+def _champion_of(manifest: dict[str, Any], release_id: str, channel: str, folder: Path) -> Champion:
+    """A fetched release (``folder / "release"``) renamed into ``folder / "models"`` and read as the champion."""
     fetched = folder / "release"
-    manifest = fetch_release(store, release_id, fetched, under="models/")
     repo = manifest.get("repository") or {}
     names = {m: m + CHAMPION_SUFFIX for m in (repo.get("models") or {})}
     renamed = rename_repository(fetched / "models", folder / "models", names)
