@@ -168,7 +168,8 @@ def check_lengths(spec: ReleaseSpec, intake: IntakeResult, native: NativeModel, 
     by_name = {s.name: s for s in intake.inputs}
     records = []
     for variant in variants(spec, axes, sample, batch=spec.repository.max_batch_size > 0):
-        feeds = {s.name: _wire(feeds_for(variant, sample)[s.name], s) for s in inputs}
+        moved = feeds_for(variant, sample)
+        feeds = {s.name: cast_input(moved[s.name], s) for s in inputs}  # as the ONNX inputs take them
         try:
             expected = native({n: cast_input(v, by_name[n]) for n, v in feeds.items()})
         except Exception as exc:  # noqa: BLE001 - a model fails in its own ways
@@ -204,9 +205,3 @@ def summary(records: list[dict[str, Any]]) -> str:
         groups.setdefault(", ".join(r["axes"]), []).append(r["length"])
     return "; ".join(f"{k} at {', '.join(map(str, v))}" for k, v in groups.items())
 
-
-def _wire(arr: np.ndarray, spec: TensorSpec) -> np.ndarray:
-    """An input as onnxruntime takes it: the ONNX input's dtype (strings as objects)."""
-    from ..model.dtypes import numpy_from_triton
-
-    return cast_input(arr, spec) if spec.datatype == "BYTES" else np.asarray(arr).astype(numpy_from_triton(spec.datatype), copy=False)
