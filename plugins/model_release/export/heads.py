@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import SpecError
+from ..model.dtypes import FLOAT_TYPES
 from ..model.roles import EMBEDDING, LABEL, LOGITS, PROBABILITIES
 from ..spec import ReleaseSpec
 from ..types import IntakeResult, TensorSpec
@@ -33,7 +34,6 @@ SERVED_ROLE = {"classifier": PROBABILITIES, "embedding": EMBEDDING}
 ESTIMATORS = ("sklearn", "xgboost", "lightgbm")
 #: how far from 1 a row of probabilities may sum (float32 softmax rows are within 1e-6)
 SUM_TOLERANCE = 1e-3
-_FLOATS = ("FP16", "FP32", "FP64", "BF16")
 
 
 def plan(spec: ReleaseSpec, intake: IntakeResult) -> str | None:
@@ -66,7 +66,7 @@ def choose(spec: ReleaseSpec, outputs: list[TensorSpec], where: str) -> str:
     named = spec.repository.output or role
     found = by_name.get(named)
     if found is None and spec.repository.output is None:
-        vectors = [o for o in outputs if o.datatype in _FLOATS and len(o.dims) == 1]
+        vectors = [o for o in outputs if o.datatype in FLOAT_TYPES and len(o.dims) == 1]
         found = vectors[0] if len(vectors) == 1 else None
     listed = ", ".join(f"{o.name} ({o.datatype} {list(o.dims)})" for o in outputs)
     if found is None:
@@ -74,7 +74,7 @@ def choose(spec: ReleaseSpec, outputs: list[TensorSpec], where: str) -> str:
             f"none is named {role!r} and {'none' if not outputs else 'more than one'} is a floating vector"
         raise SpecError(f"repository.shape {spec.repository.shape!r} serves {_wants(role)}; the outputs of {where} are "
                         f"{listed or 'none'}: {given}. Set repository.output to the output that holds them in {spec.where}")
-    if found.datatype not in _FLOATS or len(found.dims) != 1:
+    if found.datatype not in FLOAT_TYPES or len(found.dims) != 1:
         raise SpecError(f"output {found.name!r} of {where} is {found.datatype} {list(found.dims)}, not one floating vector per "
                         f"row; repository.shape {spec.repository.shape!r} serves {_wants(role)}. Name another output in "
                         f"repository.output, or use repository.shape: single in {spec.where}")

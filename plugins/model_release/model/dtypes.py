@@ -63,6 +63,8 @@ _ONNX_TO_TRITON: dict[int, str] = {
 }
 
 TRITON_TYPES = frozenset(_TRITON_TO_NUMPY) | {"BF16"}
+#: the floating wire types (what a prediction, a score or a vector is served as)
+FLOAT_TYPES = frozenset({"FP16", "FP32", "FP64", "BF16"})
 
 
 def triton_from_numpy(dtype: object, *, what: str = "tensor") -> str:

@@ -26,7 +26,7 @@ from typing import Any
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-from ..model.dtypes import numpy_from_triton
+from ..model.dtypes import FLOAT_TYPES, numpy_from_triton
 from ..errors import AssembleError, LintError
 from ..model.roles import ANSWERED_BY, EMBEDDING, LABEL, LOGITS, PROBABILITIES, VARIABLE
 from ..spec import RELEASE, CascadeSpec, FanoutSpec, ReleaseSpec
@@ -182,7 +182,7 @@ def _head(export: ExportResult | None) -> dict[str, str]:
 def _single_roles(outputs: list[TensorSpec]) -> dict[str, str]:
     """Outputs named after a role play it; a lone floating output of a model without classes is its prediction."""
     roles = {r: r for r in (PROBABILITIES, LABEL, VARIABLE) if any(t.name == r for t in outputs)}
-    if not roles and len(outputs) == 1 and outputs[0].datatype in ("FP16", "FP32", "FP64", "BF16"):
+    if not roles and len(outputs) == 1 and outputs[0].datatype in FLOAT_TYPES:
         roles[VARIABLE] = outputs[0].name
     return roles
 
